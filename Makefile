@@ -1,0 +1,43 @@
+# Everything installs itself into .venv from PyPI (numpy, pulp+HiGHS, MPI from the mpich wheel).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test test-all lint generated topologies clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,mpi,plot]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+## The main job: synthesize an allreduce for a DGX-1 and verify it.
+demo: $(STAMP)
+	$(BIN)/synth topo show dgx1
+	$(BIN)/synth synthesize dgx1 --collective allreduce --method ring -o out/dgx1-allreduce-ring.json
+	$(BIN)/synth verify out/dgx1-allreduce-ring.json --topology dgx1
+
+## The test suite (slow cases excluded; see test-all).
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m ''
+
+lint: $(STAMP)
+	$(BIN)/ruff check synth tests benchmarks
+	$(BIN)/ruff format --check synth tests benchmarks
+
+## Rebuild generated/ and the built-in topology files from their recipes.
+generated: $(STAMP)
+	$(BIN)/synth regenerate
+
+topologies: $(STAMP)
+	$(BIN)/synth topo write-builtins
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache

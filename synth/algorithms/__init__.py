@@ -1,0 +1,132 @@
+"""Synthesizers, one per module, and the registry that the CLI and library calls go through.
+
+Every method is a function ``synthesize(topology, collective, router=None) -> Schedule`` in its own
+module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case.
+`synthesize` here looks the method up, picks the default chunk count, and verifies the result before
+returning it: no schedule leaves this function unverified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from synth.algorithms import binomial, direct, recursive_doubling, recursive_halving, ring
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.routing import Router
+from synth.schedule import Schedule
+from synth.topology import Topology
+from synth.verify import check
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered synthesizer."""
+
+    name: str
+    summary: str
+    collectives: frozenset[Kind]
+    build: Callable[[Topology, Collective, Router | None], Schedule]
+    default_chunks: Callable[[Kind, int], int]
+
+    def serves(self, kind: Kind) -> bool:
+        return kind in self.collectives
+
+
+def _one(kind: Kind, ranks: int) -> int:
+    return 1
+
+
+def _ranks_for_allreduce(kind: Kind, ranks: int) -> int:
+    return ranks if kind is Kind.ALLREDUCE else 1
+
+
+METHODS: dict[str, Method] = {
+    "ring": Method(
+        "ring",
+        "ring over the fastest links (allreduce = reduce-scatter + allgather, NCCL's ring)",
+        ring.COLLECTIVES,
+        ring.synthesize,
+        _ranks_for_allreduce,
+    ),
+    "direct": Method(
+        "direct",
+        "all-pairs: every piece straight to where it is needed (relayed where no switch path exists)",
+        direct.COLLECTIVES,
+        direct.synthesize,
+        _ranks_for_allreduce,
+    ),
+    "binomial": Method(
+        "binomial",
+        "binomial tree for rooted collectives; allreduce = reduce + broadcast",
+        binomial.COLLECTIVES,
+        binomial.synthesize,
+        _one,
+    ),
+    "recursive-doubling": Method(
+        "recursive-doubling",
+        "recursive doubling, any rank count (allgather; allreduce by whole-buffer exchange)",
+        recursive_doubling.COLLECTIVES,
+        recursive_doubling.synthesize,
+        _one,
+    ),
+    "recursive-halving": Method(
+        "recursive-halving",
+        "recursive halving reduce-scatter; allreduce = halving + doubling (Rabenseifner)",
+        recursive_halving.COLLECTIVES,
+        recursive_halving.synthesize,
+        _ranks_for_allreduce,
+    ),
+}
+
+CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
+
+
+def get_method(name: str) -> Method:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise NotApplicable(f"unknown method {name!r} (known: {', '.join(METHODS)})") from None
+
+
+def methods_for(kind: Kind) -> list[str]:
+    return [name for name, m in METHODS.items() if m.serves(kind)]
+
+
+def make_collective(
+    topology: Topology, kind: Kind, method: str, root: int | None = None, chunks: int | None = None
+) -> Collective:
+    """The collective a method will be asked for: default chunks per piece and root filled in."""
+    m = get_method(method)
+    k = chunks if chunks is not None else m.default_chunks(kind, topology.num_ranks)
+    return Collective(kind, topology.num_ranks, k, root)
+
+
+def synthesize(
+    topology: Topology,
+    kind: Kind | str,
+    method: str = "ring",
+    *,
+    root: int | None = None,
+    chunks: int | None = None,
+    router: Router | None = None,
+    verify: bool = True,
+) -> Schedule:
+    """Synthesize and verify a schedule of ``kind`` on ``topology`` with ``method``.
+
+    ``chunks`` is k, the chunks per piece (default: what the method needs, e.g. R for a ring
+    allreduce). Raises `NotApplicable` if the method cannot serve the case, and
+    `synth.verify.VerificationError` if the result fails the verifier (a bug, never silent).
+    """
+    kind = Kind(kind)
+    m = get_method(method)
+    if not m.serves(kind):
+        raise NotApplicable(
+            f"method {method} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in m.collectives))})"
+        )
+    collective = make_collective(topology, kind, method, root, chunks)
+    schedule = m.build(topology, collective, router)
+    if verify:
+        check(schedule, topology)
+    return schedule

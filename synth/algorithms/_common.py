@@ -1,0 +1,47 @@
+"""Helpers shared by the classic algorithms: reductions by duality, allreduce by composition."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from synth.collective import DUAL, Collective, Kind
+from synth.errors import NotApplicable
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+from synth.transform import concat, dual_reduction
+
+Builder = Callable[[Topology, Collective, Router], Schedule]
+
+
+def by_duality(build: Builder, topology: Topology, collective: Collective, method: str) -> Schedule:
+    """Reduce / reduce-scatter as the time-reversed broadcast / allgather on the reversed topology."""
+    forward_kind = DUAL[collective.kind]
+    forward = Collective(forward_kind, collective.num_ranks, collective.chunks_per_piece, collective.root)
+    reversed_topology = topology.reversed()
+    schedule = build(reversed_topology, forward, router_for(reversed_topology))
+    params = dict(schedule.params)
+    params["dual_of"] = forward_kind.value
+    return dual_reduction(schedule, collective, method, params)
+
+
+def pieces_for_allreduce(collective: Collective, method: str) -> int:
+    """k' such that allreduce with k chunks = reduce-scatter + allgather with k' chunks per piece."""
+    r, k = collective.num_ranks, collective.chunks_per_piece
+    if k % r:
+        raise NotApplicable(
+            f"{method} allreduce runs reduce-scatter then allgather, so --chunks must be a multiple of the "
+            f"rank count {r} (got {k})"
+        )
+    return k // r
+
+
+def allreduce_rs_ag(
+    reduce_scatter: Builder, allgather: Builder, topology: Topology, collective: Collective, router: Router, method: str
+) -> Schedule:
+    """Allreduce as reduce-scatter followed by allgather (same chunk numbering)."""
+    per_piece = pieces_for_allreduce(collective, method)
+    rs = reduce_scatter(topology, Collective(Kind.REDUCE_SCATTER, collective.num_ranks, per_piece), router)
+    ag = allgather(topology, Collective(Kind.ALLGATHER, collective.num_ranks, per_piece), router)
+    params = {"phases": ["reduce-scatter", "allgather"], "reduce_scatter": dict(rs.params), "allgather": dict(ag.params)}
+    return concat([rs, ag], collective, method, params)

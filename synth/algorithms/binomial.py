@@ -1,0 +1,143 @@
+"""Binomial-tree algorithms for the rooted collectives (MPICH's), on ranks relabelled so that the
+root is 0: v = (rank − root) mod R, L = ⌈log₂ R⌉ rounds.
+
+broadcast: in round j (mask = 2^(L−1−j)), every v that is a multiple of 2·mask and holds the data
+sends all k chunks to v + mask. scatter: the same tree, each sender passing on only the pieces of
+the subtree below the receiver. gather: the tree upwards, round j (mask = 2^j), v ≡ mask (mod 2·mask)
+sends everything it has gathered to v − mask. reduce: dual of broadcast. allreduce: reduce to rank 0
+then broadcast (2L rounds; latency-optimal for small messages). allgather: gather to rank 0 then
+broadcast; reduce-scatter: its dual.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from synth.algorithms._common import by_duality
+from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+from synth.transform import concat
+
+METHOD = "binomial"
+COLLECTIVES = frozenset(
+    {Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER, Kind.ALLREDUCE, Kind.ALLGATHER, Kind.REDUCE_SCATTER}
+)
+
+
+def _rounds(r: int) -> int:
+    return max(0, (r - 1).bit_length())
+
+
+def _real(v, root: int, r: int):
+    return (np.asarray(v, dtype=np.int64) + root) % r
+
+
+def _broadcast_steps(r: int, root: int, chunks: np.ndarray) -> list[LogicalStep]:
+    levels = _rounds(r)
+    steps = []
+    for j in range(levels):
+        mask = 1 << (levels - 1 - j)
+        v = np.arange(0, r, 2 * mask)
+        v = v[v + mask < r]
+        n = chunks.size
+        steps.append(
+            logical_step(np.repeat(_real(v, root, r), n), np.repeat(_real(v + mask, root, r), n), np.tile(chunks, v.size))
+        )
+    return steps
+
+
+def broadcast(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    r, root = collective.num_ranks, collective.root
+    steps = _broadcast_steps(r, root, np.arange(collective.num_chunks))
+    return lower_copies(topology, collective, steps, METHOD, {}, router)
+
+
+def _subtree_pieces(v: int, mask: int, r: int, root: int, k: int) -> np.ndarray:
+    members = _real(np.arange(v, min(v + mask, r)), root, r)
+    return (members[:, None] * k + np.arange(k)).ravel()
+
+
+def scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    r, root, k = collective.num_ranks, collective.root, collective.chunks_per_piece
+    levels = _rounds(r)
+    steps = []
+    for j in range(levels):
+        mask = 1 << (levels - 1 - j)
+        src, dst, chunk = [], [], []
+        for v in range(0, r, 2 * mask):
+            if v + mask < r:
+                pieces = _subtree_pieces(v + mask, mask, r, root, k)
+                src.append(np.full(pieces.size, (v + root) % r))
+                dst.append(np.full(pieces.size, (v + mask + root) % r))
+                chunk.append(pieces)
+        steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
+    return lower_copies(topology, collective, steps, METHOD, {}, router)
+
+
+def gather(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    r, root, k = collective.num_ranks, collective.root, collective.chunks_per_piece
+    steps = []
+    for j in range(_rounds(r)):
+        mask = 1 << j
+        src, dst, chunk = [], [], []
+        for v in range(mask, r, 2 * mask):
+            pieces = _subtree_pieces(v, mask, r, root, k)
+            src.append(np.full(pieces.size, (v + root) % r))
+            dst.append(np.full(pieces.size, (v - mask + root) % r))
+            chunk.append(pieces)
+        steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
+    return lower_copies(topology, collective, steps, METHOD, {}, router)
+
+
+def reduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    return by_duality(broadcast, topology, collective, METHOD)
+
+
+def allgather(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    r, k = collective.num_ranks, collective.chunks_per_piece
+    steps = []
+    for j in range(_rounds(r)):
+        mask = 1 << j
+        src, dst, chunk = [], [], []
+        for v in range(mask, r, 2 * mask):
+            pieces = _subtree_pieces(v, mask, r, 0, k)
+            src.append(np.full(pieces.size, v))
+            dst.append(np.full(pieces.size, v - mask))
+            chunk.append(pieces)
+        steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
+    steps += _broadcast_steps(r, 0, np.arange(collective.num_chunks))
+    return lower_copies(topology, collective, steps, METHOD, {"phases": ["gather", "broadcast"]}, router)
+
+
+def reduce_scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    return by_duality(allgather, topology, collective, METHOD)
+
+
+def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    r, k = collective.num_ranks, collective.chunks_per_piece
+    red = reduce(topology, Collective(Kind.REDUCE, r, k, 0), router)
+    bc = broadcast(topology, Collective(Kind.BROADCAST, r, k, 0), router)
+    return concat([red, bc], collective, METHOD, {"phases": ["reduce", "broadcast"], "root": 0})
+
+
+BUILDERS = {
+    Kind.BROADCAST: broadcast,
+    Kind.REDUCE: reduce,
+    Kind.GATHER: gather,
+    Kind.SCATTER: scatter,
+    Kind.ALLGATHER: allgather,
+    Kind.REDUCE_SCATTER: reduce_scatter,
+    Kind.ALLREDUCE: allreduce,
+}
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
+    """Binomial-tree schedule for ``collective`` on ``topology``."""
+    build = BUILDERS.get(collective.kind)
+    if build is None:
+        raise NotApplicable(f"binomial does not serve {collective.kind.value}")
+    return build(topology, collective, router or router_for(topology))

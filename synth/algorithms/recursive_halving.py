@@ -1,0 +1,38 @@
+"""Recursive halving: reduce-scatter as the dual of recursive-doubling allgather, for any number
+of ranks (the extra ranks first reduce everything but their own piece into their partner, the core
+halves the data at distances P/2, P/4, …, 1, and partners finally reduce the extras' pieces into
+them). allreduce: recursive-halving reduce-scatter then recursive-doubling allgather (Rabenseifner's
+algorithm, bandwidth-optimal on a switch for large messages).
+"""
+
+from __future__ import annotations
+
+from synth.algorithms import recursive_doubling
+from synth.algorithms._common import allreduce_rs_ag, by_duality
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+
+METHOD = "recursive-halving"
+COLLECTIVES = frozenset({Kind.REDUCE_SCATTER, Kind.ALLREDUCE})
+
+
+def reduce_scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    return by_duality(recursive_doubling.allgather, topology, collective, METHOD)
+
+
+def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    return allreduce_rs_ag(reduce_scatter, recursive_doubling.allgather, topology, collective, router, METHOD)
+
+
+BUILDERS = {Kind.REDUCE_SCATTER: reduce_scatter, Kind.ALLREDUCE: allreduce}
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
+    """Recursive-halving schedule for ``collective`` on ``topology``."""
+    build = BUILDERS.get(collective.kind)
+    if build is None:
+        raise NotApplicable(f"recursive-halving does not serve {collective.kind.value}")
+    return build(topology, collective, router or router_for(topology))

@@ -1,0 +1,106 @@
+"""``synth synthesize``, ``synth verify``, ``synth methods`` and ``synth regenerate``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from synth.algorithms import METHODS, make_collective, synthesize
+from synth.builtin import builtin_path, get_topology
+from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
+from synth.collective import ALL_KINDS, parse_kind
+from synth.errors import InputError
+from synth.generated import regenerate, schedule_filename
+from synth.schedule import load_schedule, save_schedule
+from synth.verify import verify
+
+
+@click.command("synthesize", short_help="Synthesize and verify a schedule; write it.")
+@click.argument("topology")
+@click.option("-c", "--collective", required=True, type=COLLECTIVE_CHOICE, help="Collective primitive.")
+@click.option("-m", "--method", default="ring", show_default=True, type=click.Choice(list(METHODS)), help="Synthesizer.")
+@click.option("--root", type=int, default=None, help="Root rank of a rooted collective (default 0).")
+@click.option("-k", "--chunks", type=int, default=None, help="Chunks per piece (default: what the method needs).")
+@click.option("-o", "--output", default=None, help="Schedule file (default: generated/<topology>/<collective>-<method>.json).")
+def synthesize_cmd(topology, collective, method, root, chunks, output):
+    """Synthesize a schedule for a collective on TOPOLOGY (file or built-in name), verify it, write it."""
+    topo, source = load_topology_arg(topology)
+    kind = parse_kind(collective)
+    try:
+        coll = make_collective(topo, kind, method, root, chunks)
+    except ValueError as exc:
+        field = "--root" if "root" in str(exc) else "--chunks"
+        raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
+    schedule = synthesize(topo, kind, method, root=coll.root, chunks=coll.chunks_per_piece)
+    if output is None:
+        default_k = METHODS[method].default_chunks(kind, topo.num_ranks)
+        name = schedule_filename(kind, method, coll.root, None if coll.chunks_per_piece == default_k else coll.chunks_per_piece)
+        output = str(Path("generated") / topo.name / name)
+    save_schedule(schedule, output, protect=[source])
+    click.echo(f"wrote {output}")
+    click.echo(f"verified: {schedule.summary()}")
+
+
+@click.command("verify", short_help="Verify a schedule symbolically against its topology.")
+@click.argument("schedule")
+@click.option("-t", "--topology", default=None, help="Topology file or built-in name (default: the built-in the schedule names).")
+def verify_cmd(schedule, topology):
+    """Check SCHEDULE symbolically against its topology; exit 1 at the first violation."""
+    sched = load_schedule(schedule)
+    if topology is None:
+        if not sched.topology_name or not builtin_path(sched.topology_name).is_file():
+            raise InputError(schedule, "topology.name", sched.topology_name, "not a built-in topology; pass --topology FILE")
+        topo = get_topology(sched.topology_name)
+    else:
+        topo, _ = load_topology_arg(topology)
+    result = verify(sched, topo)
+    if result.ok:
+        click.echo(result.summary())
+        return
+    click.echo(f"{schedule}: INVALID {sched.collective.describe()}: {result.violation}")
+    sys.exit(1)
+
+
+@click.command("methods", short_help="List synthesizers and the collectives they serve.")
+def methods_cmd():
+    """List the synthesizers and the collectives each serves."""
+    kinds = [k.value for k in ALL_KINDS]
+    width = max(len(m) for m in METHODS)
+    click.echo(" " * (width + 2) + " ".join(f"{k[:9]:>9}" for k in kinds))
+    for name, m in METHODS.items():
+        marks = " ".join(f"{'yes' if m.serves(k) else '-':>9}" for k in ALL_KINDS)
+        click.echo(f"{name:<{width}}  {marks}")
+    click.echo("")
+    for name, m in METHODS.items():
+        click.echo(f"{name}: {m.summary}")
+
+
+@click.command("regenerate", short_help="Rebuild generated/ byte for byte (or --check it).")
+@click.option("--out", type=click.Path(file_okay=False), default="generated", show_default=True, help="Folder to write.")
+@click.option("--check", is_flag=True, help="Compare with the files instead of writing; exit 1 if any differs.")
+def regenerate_cmd(out, check):
+    """Rebuild generated/: every classic method x collective x built-in topology, verified."""
+    count = 0
+
+    def progress(entry):
+        nonlocal count
+        count += 1
+        if sys.stderr.isatty():
+            click.echo(f"\r[{count}] {entry.topology} {entry.kind.value} {entry.method}".ljust(70), nl=False, err=True)
+
+    changed = regenerate(Path(out), check=check, progress=progress)
+    if sys.stderr.isatty():
+        click.echo("", err=True)
+    if check:
+        for rel in changed:
+            click.echo(f"differs: {Path(out) / rel}")
+        click.echo(f"{count} cases checked, {len(changed)} file(s) differ")
+        if changed:
+            sys.exit(1)
+    else:
+        click.echo(f"{count} cases, {len(changed)} file(s) written or removed under {out}")
+
+
+COMMANDS = [synthesize_cmd, verify_cmd, methods_cmd, regenerate_cmd]

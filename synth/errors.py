@@ -1,0 +1,45 @@
+"""Errors that the command line turns into one line and an exit code.
+
+`InputError` is bad input (a file that cannot be read, a field with a wrong value): exit code 2.
+`NotApplicable` is a method asked for a case it cannot serve (exit code 2 at the CLI, since the
+request is what was wrong). Verification failures are not exceptions; see `synth.verify`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def describe_value(value: Any) -> str:
+    """A short, one-line rendering of a JSON value for error messages."""
+    import json
+
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class SynthError(Exception):
+    """Base class of the errors that the CLI reports as one line."""
+
+    exit_code = 2
+
+
+class InputError(SynthError):
+    """Bad input: names the file, the field (a JSON path such as ``links[3].bandwidth``) and the value."""
+
+    def __init__(self, file: str, field: str, value: Any, reason: str, *, show_value: bool = True):
+        self.file = file
+        self.field = field
+        self.value = value
+        self.reason = reason
+        where = f"{file}: {field}" if field else file
+        text = f"{where} = {describe_value(value)}: {reason}" if show_value else f"{where}: {reason}"
+        super().__init__(text)
+
+
+class NotApplicable(SynthError):
+    """A synthesizer cannot produce a schedule for this topology/collective (says why)."""

@@ -1,0 +1,38 @@
+"""Writing output files without losing anything a user gave.
+
+Outputs are written to a temporary file beside the target and renamed over it, so a crash never
+leaves a half-written file; a path that is one of the command's inputs is never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from synth.errors import InputError
+
+
+def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Path] = ()) -> Path:
+    """Write ``text`` to ``path`` atomically. Raises `InputError` if ``path`` is one of ``protect``
+    (the command's own inputs) or its folder cannot be created."""
+    path = Path(path)
+    target = path.resolve()
+    for other in protect:
+        if other and Path(other).exists() and Path(other).resolve() == target:
+            raise InputError(str(path), "output", str(path), "is also an input of this command; refusing to overwrite it")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(path), "output", str(path), f"cannot create folder ({exc.strerror})") from None
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path

@@ -1,0 +1,120 @@
+"""The ``generated/`` folder: every classic method's schedule for every collective it serves, on
+every built-in topology, verified, written deterministically, with an index. One command
+(``synth regenerate``) rebuilds it byte for byte; ``--check`` compares instead of writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
+from synth.builtin import BUILTIN_NAMES, builtin_path
+from synth.collective import ALL_KINDS, Kind
+from synth.errors import NotApplicable
+from synth.routing import router_for
+from synth.schedule import schedule_to_json
+from synth.topology import load_topology
+
+
+def schedule_filename(kind: Kind, method: str, root: int | None = None, chunks: int | None = None) -> str:
+    """``<collective>-<method>[-root<r>][-k<k>].json`` (root 0 and default chunks unmarked)."""
+    name = f"{kind.value}-{method}"
+    if root:
+        name += f"-root{root}"
+    if chunks is not None:
+        name += f"-k{chunks}"
+    return name + ".json"
+
+
+@dataclass(frozen=True)
+class Entry:
+    topology: str
+    kind: Kind
+    method: str
+    relpath: str | None
+    steps: int = 0
+    transfers: int = 0
+    note: str = ""
+
+
+def entries(
+    topologies: tuple[str, ...] = BUILTIN_NAMES,
+    methods: tuple[str, ...] = CLASSIC_METHODS,
+) -> Iterator[tuple[Entry, str | None]]:
+    """(index entry, file text) for every built-in × collective × method; text None when the
+    method does not apply (the entry says why)."""
+    for topo_name in topologies:
+        topology = load_topology(builtin_path(topo_name))
+        router = router_for(topology)
+        for kind in ALL_KINDS:
+            for method in methods:
+                if not METHODS[method].serves(kind):
+                    continue
+                try:
+                    schedule = synthesize(topology, kind, method, router=router)
+                except NotApplicable as exc:
+                    yield Entry(topo_name, kind, method, None, note=str(exc)), None
+                    continue
+                rel = f"{topo_name}/{schedule_filename(kind, method)}"
+                yield Entry(topo_name, kind, method, rel, schedule.num_steps, schedule.num_transfers), schedule_to_json(schedule)
+
+
+def index_text(rows: list[Entry]) -> str:
+    lines = [
+        "# Generated schedules",
+        "",
+        "Every classic method's schedule for every collective it serves, on every built-in topology",
+        "(rooted collectives with root 0, default chunks per piece), each verified before it was written.",
+        "Regenerate byte for byte with `synth regenerate` (or `make generated`); check with",
+        "`synth regenerate --check`.",
+        "",
+        "| topology | collective | method | steps | transfers | file |",
+        "|---|---|---|---:|---:|---|",
+    ]
+    for e in rows:
+        if e.relpath is None:
+            lines.append(f"| {e.topology} | {e.kind.value} | {e.method} | - | - | not applicable: {e.note} |")
+        else:
+            lines.append(
+                f"| {e.topology} | {e.kind.value} | {e.method} | {e.steps} | {e.transfers} | [{e.relpath}]({e.relpath}) |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def regenerate(out: Path, *, check: bool = False, progress: Callable[[Entry], None] | None = None) -> list[str]:
+    """Write (or, with ``check``, compare) every generated schedule and the index under ``out``.
+    Returns the relative paths that differ (check) or were rewritten with new content (write).
+    Files under ``out`` that are no longer produced are removed when writing, reported when checking."""
+    from synth.fileio import write_text_atomic
+
+    changed: list[str] = []
+    rows: list[Entry] = []
+    produced: set[str] = set()
+    for entry, text in entries():
+        rows.append(entry)
+        if progress:
+            progress(entry)
+        if entry.relpath is None or text is None:
+            continue
+        produced.add(entry.relpath)
+        path = out / entry.relpath
+        old = path.read_text(encoding="utf-8") if path.is_file() else None
+        if old != text:
+            changed.append(entry.relpath)
+            if not check:
+                write_text_atomic(path, text)
+    index = index_text(rows)
+    produced.add("INDEX.md")
+    index_path = out / "INDEX.md"
+    if (index_path.read_text(encoding="utf-8") if index_path.is_file() else None) != index:
+        changed.append("INDEX.md")
+        if not check:
+            write_text_atomic(index_path, index)
+    if out.is_dir():
+        for stale in sorted(p for p in out.rglob("*.json") if p.relative_to(out).as_posix() not in produced):
+            changed.append(stale.relative_to(out).as_posix())
+            if not check:
+                stale.unlink()
+    return changed

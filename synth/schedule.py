@@ -1,0 +1,628 @@
+"""Schedules: steps of chunk transfers, in memory and as ``synth-schedule`` JSON files.
+
+A `Schedule` stores its transfers column-wise (numpy arrays of src, dst, chunk, op and a route id
+into a table of switch paths) so that schedules with millions of transfers stay compact and can be
+checked and simulated with vectorized code. `Schedule.steps` gives the familiar list-of-steps view
+of `Transfer` objects for small schedules and tests.
+
+Synthesizers build schedules with `ScheduleBuilder`, which sorts the transfers of each step into a
+canonical order (a step is a set: every transfer reads the state at the start of the step), so the
+same inputs always serialize to the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from synth.collective import ROOTED, Collective, Kind, collective_from_counts
+from synth.errors import InputError
+from synth.topology import Topology, read_json_file
+
+SCHEDULE_FORMAT = "synth-schedule"
+SCHEDULE_VERSION = 1
+
+OP_COPY = 0
+OP_REDUCE = 1
+OP_NAMES = ("copy", "reduce")
+OP_CODES = {"copy": OP_COPY, "reduce": OP_REDUCE}
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One chunk moved from rank ``src`` to rank ``dst`` in one step, directly or through the
+    switches named in ``via``; ``op`` is ``"copy"`` or ``"reduce"``."""
+
+    src: int
+    dst: int
+    chunk: int
+    op: str = "copy"
+    via: tuple[str, ...] = ()
+
+
+def _frozen(array: np.ndarray, dtype) -> np.ndarray:
+    out = np.ascontiguousarray(array, dtype=dtype)
+    if out is array:
+        out = out.copy()
+    out.setflags(write=False)
+    return out
+
+
+def _freeze_params(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(json.loads(json.dumps(dict(params or {}), sort_keys=True)))
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """A collective schedule. Transfer ``i`` belongs to step ``s`` when
+    ``step_starts[s] <= i < step_starts[s + 1]``; ``routes[route[i]]`` is its tuple of switch names
+    (``routes[0]`` is the direct route ``()``)."""
+
+    collective: Collective
+    topology_name: str
+    topology_sha256: str
+    method: str
+    params: Mapping[str, Any]
+    step_starts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    chunk: np.ndarray
+    op: np.ndarray
+    route: np.ndarray
+    routes: tuple[tuple[str, ...], ...] = ((),)
+    source: str = field(default="<schedule>", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", _freeze_params(self.params))
+        object.__setattr__(self, "step_starts", _frozen(self.step_starts, np.int64))
+        for name, dtype in (("src", np.int64), ("dst", np.int64), ("chunk", np.int64), ("op", np.uint8), ("route", np.int64)):
+            object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
+        n = len(self.src)
+        if not (len(self.dst) == len(self.chunk) == len(self.op) == len(self.route) == n):
+            raise ValueError("transfer columns differ in length")
+        if len(self.step_starts) < 1 or self.step_starts[0] != 0 or self.step_starts[-1] != n:
+            raise ValueError("step_starts must run from 0 to the number of transfers")
+        if np.any(np.diff(self.step_starts) < 0):
+            raise ValueError("step_starts must not decrease")
+        if not self.routes or self.routes[0] != ():
+            raise ValueError("routes[0] must be the direct route ()")
+
+    # ----------------------------------------------------------------------------------- views
+    @property
+    def num_steps(self) -> int:
+        return len(self.step_starts) - 1
+
+    @property
+    def num_transfers(self) -> int:
+        return len(self.src)
+
+    @cached_property
+    def step_of_transfer(self) -> np.ndarray:
+        """Step index of every transfer."""
+        arr = np.repeat(np.arange(self.num_steps, dtype=np.int64), np.diff(self.step_starts))
+        arr.setflags(write=False)
+        return arr
+
+    def step_slice(self, step: int) -> slice:
+        return slice(int(self.step_starts[step]), int(self.step_starts[step + 1]))
+
+    def transfer(self, index: int) -> Transfer:
+        return Transfer(
+            int(self.src[index]),
+            int(self.dst[index]),
+            int(self.chunk[index]),
+            OP_NAMES[int(self.op[index])] if int(self.op[index]) < len(OP_NAMES) else "?",
+            self.routes[int(self.route[index])],
+        )
+
+    def step(self, step: int) -> list[Transfer]:
+        sl = self.step_slice(step)
+        return [self.transfer(i) for i in range(sl.start, sl.stop)]
+
+    @property
+    def steps(self) -> list[list[Transfer]]:
+        """All steps as lists of `Transfer` (convenient for small schedules)."""
+        return [self.step(s) for s in range(self.num_steps)]
+
+    def __iter__(self) -> Iterator[list[Transfer]]:
+        return (self.step(s) for s in range(self.num_steps))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Schedule):
+            return NotImplemented
+        return (
+            self.collective == other.collective
+            and self.topology_name == other.topology_name
+            and self.topology_sha256 == other.topology_sha256
+            and self.method == other.method
+            and dict(self.params) == dict(other.params)
+            and self.num_steps == other.num_steps
+            and np.array_equal(self.step_starts, other.step_starts)
+            and np.array_equal(self.src, other.src)
+            and np.array_equal(self.dst, other.dst)
+            and np.array_equal(self.chunk, other.chunk)
+            and np.array_equal(self.op, other.op)
+            and [self.routes[i] for i in self.route] == [other.routes[i] for i in other.route]
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def summary(self) -> str:
+        return (
+            f"{self.collective.describe()}, {self.num_steps} steps, {self.num_transfers} transfers"
+            f" (method {self.method}, topology {self.topology_name})"
+        )
+
+    # ----------------------------------------------------------------------------------- edits
+    def with_steps(self, steps: Iterable[Iterable[Transfer]]) -> Schedule:
+        """A copy with other steps (same collective and provenance), in the given order."""
+        builder = ScheduleBuilder.like(self)
+        for step in steps:
+            builder.add_step(step)
+        return builder.build(normalize=False, drop_empty=False)
+
+
+class ScheduleBuilder:
+    """Accumulates steps and produces a `Schedule` in canonical order.
+
+    ``add_step`` takes `Transfer` objects or ``(src, dst, chunk[, op[, via]])`` tuples;
+    ``add_step_arrays`` takes numpy columns for vectorized synthesizers.
+    """
+
+    def __init__(
+        self,
+        collective: Collective,
+        topology: Topology | None = None,
+        method: str = "unknown",
+        params: Mapping[str, Any] | None = None,
+        *,
+        topology_name: str | None = None,
+        topology_sha256: str | None = None,
+    ):
+        self.collective = collective
+        self.topology_name = topology_name if topology_name is not None else (topology.name if topology else "")
+        self.topology_sha256 = topology_sha256 if topology_sha256 is not None else (topology.sha256 if topology else "")
+        self.method = method
+        self.params: dict[str, Any] = dict(params or {})
+        self._routes: dict[tuple[str, ...], int] = {(): 0}
+        self._cols: list[tuple[np.ndarray, ...]] = []
+
+    @classmethod
+    def like(cls, schedule: Schedule) -> ScheduleBuilder:
+        return cls(
+            schedule.collective,
+            method=schedule.method,
+            params=schedule.params,
+            topology_name=schedule.topology_name,
+            topology_sha256=schedule.topology_sha256,
+        )
+
+    def route_id(self, via: Sequence[str]) -> int:
+        key = tuple(via)
+        rid = self._routes.get(key)
+        if rid is None:
+            rid = self._routes[key] = len(self._routes)
+        return rid
+
+    @property
+    def num_steps(self) -> int:
+        return len(self._cols)
+
+    def add_step(self, transfers: Iterable[Transfer | tuple]) -> None:
+        src: list[int] = []
+        dst: list[int] = []
+        chunk: list[int] = []
+        op: list[int] = []
+        route: list[int] = []
+        for t in transfers:
+            if isinstance(t, Transfer):
+                s, d, c, o, v = t.src, t.dst, t.chunk, t.op, t.via
+            else:
+                s, d, c = t[0], t[1], t[2]
+                o = t[3] if len(t) > 3 else "copy"
+                v = t[4] if len(t) > 4 else ()
+            src.append(s)
+            dst.append(d)
+            chunk.append(c)
+            op.append(OP_CODES[o] if isinstance(o, str) else int(o))
+            route.append(self.route_id(v) if v else 0)
+        self._cols.append(
+            (
+                np.asarray(src, dtype=np.int64),
+                np.asarray(dst, dtype=np.int64),
+                np.asarray(chunk, dtype=np.int64),
+                np.asarray(op, dtype=np.uint8),
+                np.asarray(route, dtype=np.int64),
+            )
+        )
+
+    def add_step_arrays(self, src, dst, chunk, op=OP_COPY, route=0) -> None:
+        """Append a step from numpy columns; ``op`` and ``route`` may be scalars."""
+        src = np.asarray(src, dtype=np.int64)
+        n = src.shape[0]
+        self._cols.append(
+            (
+                src,
+                np.broadcast_to(np.asarray(dst, dtype=np.int64), (n,)).copy(),
+                np.broadcast_to(np.asarray(chunk, dtype=np.int64), (n,)).copy(),
+                np.broadcast_to(np.asarray(op, dtype=np.uint8), (n,)).copy(),
+                np.broadcast_to(np.asarray(route, dtype=np.int64), (n,)).copy(),
+            )
+        )
+
+    def extend(self, schedule: Schedule) -> None:
+        """Append all steps of another schedule (same chunk numbering)."""
+        remap = np.array([self.route_id(r) for r in schedule.routes], dtype=np.int64)
+        for s in range(schedule.num_steps):
+            sl = schedule.step_slice(s)
+            self._cols.append(
+                (
+                    schedule.src[sl].copy(),
+                    schedule.dst[sl].copy(),
+                    schedule.chunk[sl].copy(),
+                    schedule.op[sl].copy(),
+                    remap[schedule.route[sl]],
+                )
+            )
+
+    def build(self, *, normalize: bool = True, drop_empty: bool = True) -> Schedule:
+        """The schedule. ``normalize`` sorts each step canonically and renumbers routes in sorted
+        order; ``drop_empty`` removes steps with no transfer."""
+        cols = [c for c in self._cols if not (drop_empty and c[0].shape[0] == 0)]
+        routes_by_id = sorted(self._routes, key=self._routes.__getitem__)
+        if normalize:
+            order = sorted(range(len(routes_by_id)), key=lambda i: routes_by_id[i])  # () sorts first
+            new_id = np.empty(len(routes_by_id), dtype=np.int64)
+            new_id[order] = np.arange(len(order))
+            routes = tuple(routes_by_id[i] for i in order)
+        else:
+            new_id = np.arange(len(routes_by_id), dtype=np.int64)
+            routes = tuple(routes_by_id)
+        parts: list[list[np.ndarray]] = [[], [], [], [], []]
+        starts = [0]
+        for src, dst, chunk, op, route in cols:
+            route = new_id[route]
+            if normalize and src.shape[0] > 1:
+                perm = np.lexsort((route, op, chunk, dst, src))
+                src, dst, chunk, op, route = src[perm], dst[perm], chunk[perm], op[perm], route[perm]
+            for i, col in enumerate((src, dst, chunk, op, route)):
+                parts[i].append(col)
+            starts.append(starts[-1] + src.shape[0])
+
+        def cat(i: int, dtype) -> np.ndarray:
+            return np.concatenate(parts[i]).astype(dtype, copy=False) if parts[i] else np.zeros(0, dtype=dtype)
+
+        return Schedule(
+            collective=self.collective,
+            topology_name=self.topology_name,
+            topology_sha256=self.topology_sha256,
+            method=self.method,
+            params=self.params,
+            step_starts=np.asarray(starts, dtype=np.int64),
+            src=cat(0, np.int64),
+            dst=cat(1, np.int64),
+            chunk=cat(2, np.int64),
+            op=cat(3, np.uint8),
+            route=cat(4, np.int64),
+            routes=routes,
+        )
+
+
+def schedule_from_steps(
+    collective: Collective,
+    steps: Iterable[Iterable[Transfer | tuple]],
+    topology: Topology | None = None,
+    method: str = "manual",
+    params: Mapping[str, Any] | None = None,
+    *,
+    normalize: bool = False,
+) -> Schedule:
+    """A schedule from explicit steps (for tests and hand-written schedules); keeps the given order
+    and empty steps unless ``normalize``."""
+    builder = ScheduleBuilder(collective, topology, method, params)
+    for step in steps:
+        builder.add_step(step)
+    return builder.build(normalize=normalize, drop_empty=normalize)
+
+
+# ===================================================================================== JSON I/O
+def _header(schedule: Schedule) -> dict[str, Any]:
+    c = schedule.collective
+    return {
+        "collective": {
+            "name": c.kind.value,
+            "num_chunks": c.num_chunks,
+            "num_ranks": c.num_ranks,
+            "root": c.root,
+        },
+        "format": SCHEDULE_FORMAT,
+        "synthesizer": {"method": schedule.method, "params": dict(schedule.params)},
+        "topology": {"name": schedule.topology_name, "sha256": schedule.topology_sha256},
+        "version": SCHEDULE_VERSION,
+    }
+
+
+def schedule_to_json(schedule: Schedule) -> str:
+    """Deterministic text of a schedule file: sorted keys everywhere, one step per line."""
+    header = _header(schedule)
+    via_text = [json.dumps(list(r), ensure_ascii=True) for r in schedule.routes]
+    op_text = [json.dumps(name) for name in OP_NAMES]
+    src = schedule.src.tolist()
+    dst = schedule.dst.tolist()
+    chunk = schedule.chunk.tolist()
+    op = schedule.op.tolist()
+    route = schedule.route.tolist()
+    out: list[str] = ["{"]
+    for key in ("collective", "format"):
+        out.append(f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},')
+    if schedule.num_steps == 0:
+        out.append('  "steps": [],')
+    else:
+        out.append('  "steps": [')
+        starts = schedule.step_starts.tolist()
+        last = schedule.num_steps - 1
+        for s in range(schedule.num_steps):
+            items = [
+                f'{{"chunk": {chunk[i]}, "dst": {dst[i]}, "op": {op_text[op[i]]}, "src": {src[i]}, "via": {via_text[route[i]]}}}'
+                for i in range(starts[s], starts[s + 1])
+            ]
+            out.append("    [" + ", ".join(items) + ("]," if s < last else "]"))
+        out.append("  ],")
+    for key in ("synthesizer", "topology"):
+        out.append(f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},')
+    out.append(f'  "version": {SCHEDULE_VERSION}')
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _expect_int(value: Any, source: str, field: str, *, minimum: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InputError(source, field, value, "expected an integer")
+    if minimum is not None and value < minimum:
+        raise InputError(source, field, value, f"must be at least {minimum}")
+    return value
+
+
+def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dict[str, Any] | None = None) -> Schedule:
+    """Validate the structure of a parsed ``synth-schedule`` document and build the `Schedule`.
+
+    Structural problems (missing fields, wrong types, unknown collective) raise `InputError`.
+    Whether the transfers make sense (ranks in range, links exist, data held) is the verifier's job.
+    """
+    if not isinstance(doc, Mapping):
+        raise InputError(source, "(top level)", doc, "expected a JSON object")
+    if doc.get("format") != SCHEDULE_FORMAT:
+        raise InputError(source, "format", doc.get("format"), f"expected {SCHEDULE_FORMAT!r}")
+    version = doc.get("version")
+    if version != SCHEDULE_VERSION or isinstance(version, bool):
+        raise InputError(source, "version", version, f"expected {SCHEDULE_VERSION}")
+
+    coll = doc.get("collective")
+    if not isinstance(coll, Mapping):
+        raise InputError(source, "collective", coll, "expected an object with name, num_ranks, num_chunks, root")
+    name = coll.get("name")
+    try:
+        kind = Kind(name)
+    except ValueError:
+        names = ", ".join(k.value for k in Kind)
+        raise InputError(source, "collective.name", name, f"unknown collective (expected one of {names})") from None
+    num_ranks = _expect_int(coll.get("num_ranks"), source, "collective.num_ranks", minimum=1)
+    num_chunks = _expect_int(coll.get("num_chunks"), source, "collective.num_chunks", minimum=1)
+    root = coll.get("root")
+    if kind in ROOTED:
+        if root is None:
+            raise InputError(source, "collective.root", root, f"{kind.value} needs a root rank")
+        root = _expect_int(root, source, "collective.root", minimum=0)
+        if root >= num_ranks:
+            raise InputError(source, "collective.root", root, f"not a rank (0..{num_ranks - 1})")
+    elif root is not None:
+        raise InputError(source, "collective.root", root, f"{kind.value} has no root; use null")
+    try:
+        collective = collective_from_counts(kind, num_ranks, num_chunks, root)
+    except ValueError as exc:
+        raise InputError(source, "collective.num_chunks", num_chunks, str(exc)) from None
+
+    topo = doc.get("topology")
+    if not isinstance(topo, Mapping):
+        raise InputError(source, "topology", topo, "expected an object with name and sha256")
+    topo_name = topo.get("name", "")
+    topo_sha = topo.get("sha256", "")
+    if not isinstance(topo_name, str):
+        raise InputError(source, "topology.name", topo_name, "expected a string")
+    if not isinstance(topo_sha, str):
+        raise InputError(source, "topology.sha256", topo_sha, "expected a hex string")
+
+    synth = doc.get("synthesizer", {})
+    if not isinstance(synth, Mapping):
+        raise InputError(source, "synthesizer", synth, "expected an object with method and params")
+    method = synth.get("method", "unknown")
+    if not isinstance(method, str):
+        raise InputError(source, "synthesizer.method", method, "expected a string")
+    params = synth.get("params", {})
+    if not isinstance(params, Mapping):
+        raise InputError(source, "synthesizer.params", params, "expected an object")
+
+    steps = doc.get("steps")
+    if not isinstance(steps, list):
+        raise InputError(source, "steps", steps, "expected a list of steps")
+    columns = _steps_from_json(steps, source) if columns is None else columns
+    return Schedule(
+        collective=collective,
+        topology_name=topo_name,
+        topology_sha256=topo_sha,
+        method=method,
+        params=params,
+        source=source,
+        **columns,
+    )
+
+
+def _steps_from_json(steps: list, source: str) -> dict[str, Any]:
+    """Transfer columns from the parsed ``steps`` list (with exact errors for malformed entries)."""
+    routes: dict[tuple[str, ...], int] = {(): 0}
+    src: list[int] = []
+    dst: list[int] = []
+    chunk: list[int] = []
+    op: list[int] = []
+    route: list[int] = []
+    starts = [0]
+    op_codes = OP_CODES
+    for si, step in enumerate(steps):
+        if not isinstance(step, list):
+            raise InputError(source, f"steps[{si}]", step, "a step is a list of transfers")
+        for ti, t in enumerate(step):
+            try:
+                s, d, c = t["src"], t["dst"], t["chunk"]
+                if type(s) is not int or type(d) is not int or type(c) is not int:
+                    raise TypeError
+                o = op_codes[t.get("op", "copy")]
+                via = t.get("via")
+                rid = 0
+                if via:
+                    if type(via) is not list:
+                        raise TypeError
+                    key = tuple(via)
+                    rid = routes.get(key, -1)
+                    if rid < 0:
+                        if not all(isinstance(v, str) for v in key):
+                            raise TypeError
+                        rid = routes[key] = len(routes)
+                elif via is not None and via != []:
+                    raise TypeError
+            except (KeyError, TypeError, AttributeError):
+                _explain_transfer(t, f"steps[{si}][{ti}]", source)
+                raise  # _explain_transfer always raises; keeps type checkers happy
+            src.append(s)
+            dst.append(d)
+            chunk.append(c)
+            op.append(o)
+            route.append(rid)
+        starts.append(len(src))
+    return {
+        "step_starts": np.asarray(starts, dtype=np.int64),
+        "src": np.asarray(src, dtype=np.int64),
+        "dst": np.asarray(dst, dtype=np.int64),
+        "chunk": np.asarray(chunk, dtype=np.int64),
+        "op": np.asarray(op, dtype=np.uint8),
+        "route": np.asarray(route, dtype=np.int64),
+        "routes": tuple(sorted(routes, key=routes.__getitem__)),
+    }
+
+
+# Fast path for files in the layout `schedule_to_json` writes (one step per line, fixed key order):
+# each step line must match exactly, or the general JSON path is used instead.
+_NAME = rb'"[^"\\\[\]]*"'
+_TRANSFER = (
+    rb'\{"chunk": \d+, "dst": \d+, "op": "(?:copy|reduce)", "src": \d+, "via": \[(?:' + _NAME + rb"(?:, " + _NAME + rb")*)?\]\}"
+)
+_STEP_LINE = re.compile(rb"    \[(?:" + _TRANSFER + rb"(?:, " + _TRANSFER + rb")*)?\],?")
+_VIA_FIELD = re.compile(rb', "via": (\[[^\]]*\])')
+_STEPS_OPEN = b'\n  "steps": [\n'
+_STEPS_CLOSE = b'\n  ],\n  "synthesizer"'
+FAST_PATH_MIN_BYTES = 1 << 20  # smaller files parse quickly enough as plain JSON
+_DIGITS_ONLY = bytes(c if 48 <= c <= 57 else 32 for c in range(256))
+
+
+def _fast_columns(raw: bytes) -> tuple[bytes, dict[str, Any]] | None:
+    """(header JSON without the steps, transfer columns), or None if the layout is not ours."""
+    start = raw.find(_STEPS_OPEN)
+    end = raw.find(_STEPS_CLOSE)
+    if start < 0 or end < start:
+        return None
+    start += len(_STEPS_OPEN)
+    lines = raw[start:end].split(b"\n")
+    routes: dict[bytes, int] = {b"[]": 0}
+    numbers: list[np.ndarray] = []
+    route_ids: list[np.ndarray] = []
+    starts = [0]
+    for line in lines:
+        if _STEP_LINE.fullmatch(line) is None:
+            return None
+        count = line.count(b'{"chunk": ')
+        starts.append(starts[-1] + count)
+        if count == 0:
+            continue
+        if line.count(b'"via": []') == count:
+            route_ids.append(np.zeros(count, dtype=np.int64))
+        else:
+            ids = [routes.setdefault(v, len(routes)) for v in _VIA_FIELD.findall(line)]
+            route_ids.append(np.asarray(ids, dtype=np.int64))
+        text = line.replace(b'"op": "copy"', b"0").replace(b'"op": "reduce"', b"1")
+        text = _VIA_FIELD.sub(b"", text).translate(_DIGITS_ONLY)
+        numbers.append(np.array(text.split(), dtype=np.int64))
+    table = np.concatenate(numbers).reshape(-1, 4) if numbers else np.zeros((0, 4), dtype=np.int64)
+    decoded = {}
+    for text, rid in routes.items():
+        names = json.loads(text)
+        decoded[rid] = tuple(names)
+    if len(set(decoded.values())) != len(decoded):
+        return None  # the same route written two ways; let the general path intern it
+    columns = {
+        "step_starts": np.asarray(starts, dtype=np.int64),
+        "chunk": table[:, 0],
+        "dst": table[:, 1],
+        "op": table[:, 2].astype(np.uint8),
+        "src": table[:, 3],
+        "route": np.concatenate(route_ids) if route_ids else np.zeros(0, dtype=np.int64),
+        "routes": tuple(decoded[i] for i in range(len(decoded))),
+    }
+    return raw[:start] + raw[end:], columns
+
+
+def _explain_transfer(t: Any, where: str, source: str) -> None:
+    """Raise the InputError that says what is wrong with a malformed transfer."""
+    if not isinstance(t, Mapping):
+        raise InputError(source, where, t, "a transfer is an object with src, dst, chunk, op, via")
+    for key in ("src", "dst", "chunk"):
+        if key not in t:
+            raise InputError(source, where, t, f"transfer needs '{key}'")
+        if type(t[key]) is not int:
+            raise InputError(source, f"{where}.{key}", t[key], "expected an integer")
+    o = t.get("op", "copy")
+    if o not in OP_CODES:
+        raise InputError(source, f"{where}.op", o, "op must be 'copy' or 'reduce'")
+    via = t.get("via")
+    if via is not None and not isinstance(via, list):
+        raise InputError(source, f"{where}.via", via, "via must be a list of switch names")
+    for i, v in enumerate(via or []):
+        if not isinstance(v, str):
+            raise InputError(source, f"{where}.via[{i}]", v, "expected a switch name")
+    raise InputError(source, where, t, "malformed transfer")
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    """Load a schedule file (structure only; run `synth.verify.verify` to check it).
+
+    Files in the layout that `schedule_to_json` writes are read by a fast path that parses numbers
+    with numpy (a 2-million-transfer file in about 2 s instead of 9); anything else goes through
+    the general JSON reader, which reports malformed entries by their JSON path."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return schedule_from_document(read_json_file(path), source=str(path))  # reports the error
+    fast = _fast_columns(raw) if len(raw) >= FAST_PATH_MIN_BYTES else None
+    if fast is not None:
+        header_text, columns = fast
+        try:
+            header = json.loads(header_text)
+        except ValueError:
+            header = None
+        if isinstance(header, dict) and header.get("steps") == []:
+            return schedule_from_document(header, source=str(path), columns=columns)
+    return schedule_from_document(read_json_file(path), source=str(path))
+
+
+def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
+    """Write a schedule file atomically; refuses to overwrite any path in ``protect``."""
+    from synth.fileio import write_text_atomic
+
+    return write_text_atomic(path, schedule_to_json(schedule), protect=protect)

@@ -1,0 +1,577 @@
+"""Symbolic verifier: replays a schedule on who-holds-what and checks every rule of FORMATS.md.
+
+State. For a non-reduction collective, a boolean "rank r holds chunk c". For a reduction, the set of
+contributions in rank r's value of chunk c, as a packed bitset of R bits (uint64 words), so that
+"never count a contribution twice" is an exact check (popcount of the union equals the sum of the
+popcounts) and 1024-rank schedules verify in seconds. Chunks never interact, so the chunks are
+processed in blocks that fit a memory budget; each block replays the steps on its own transfers.
+
+Rules, in the order they are reported when one transfer breaks several (see docs/verifier.md):
+  ``rank``      src and dst are ranks of the collective, and differ
+  ``chunk``     the chunk id is in range
+  ``op``        ``reduce`` only in reduction collectives
+  ``route``     src → via… → dst follows existing directed links, through switches only, no repeats
+  ``unheld``    the sender holds the chunk (for reductions: a non-empty value) at the start of the step
+  ``conflict``  a ``copy`` into (dst, chunk) is the only write to it in that step
+  ``double``    reduces into (dst, chunk) are pairwise disjoint and disjoint from dst's value
+  ``post``      after the last step every required (rank, chunk) holds the chunk / its full reduction
+
+The first violation in (step, transfer) order is reported; the postcondition is checked only when
+every step is clean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+
+from synth.collective import Collective
+from synth.errors import InputError
+from synth.schedule import OP_COPY, OP_REDUCE, Schedule
+from synth.topology import Topology
+
+DEFAULT_MEMORY_BUDGET = 256 * 2**20  # bytes of verifier state per chunk block
+
+RULES = ("rank", "chunk", "op", "route", "unheld", "conflict", "double", "post")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """The first thing wrong with a schedule. ``step``/``transfer`` are None for the final state."""
+
+    rule: str
+    step: int | None
+    transfer: int | None
+    rank: int | None
+    chunk: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = "final state" if self.step is None else f"step {self.step}, transfer {self.transfer}"
+        rank = "" if self.rank is None else f", rank {self.rank}"
+        chunk = "" if self.chunk is None else f", chunk {self.chunk}"
+        return f"{where}{rank}{chunk}: {self.message} [{self.rule}]"
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """Outcome of `verify`: ``ok`` and, if not, the first `Violation`."""
+
+    schedule: Schedule
+    violation: Violation | None
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+    def summary(self) -> str:
+        s = self.schedule
+        head = (
+            f"{s.collective.describe()}; {s.num_steps} steps, {s.num_transfers} transfers"
+            f" on {s.topology_name} (method {s.method})"
+        )
+        return f"OK {head}" if self.ok else f"INVALID {head}: {self.violation}"
+
+
+class TopologyMismatch(InputError):
+    """The schedule was made for another topology (hash or rank count differ)."""
+
+
+class VerificationError(Exception):
+    """Raised by `check` when a schedule is invalid; carries the `VerifyResult`."""
+
+    exit_code = 1
+
+    def __init__(self, result: VerifyResult):
+        self.result = result
+        super().__init__(str(result.violation))
+
+
+def check_topology_match(schedule: Schedule, topology: Topology, topology_source: str = "") -> None:
+    """Refuse a schedule made for a different topology (by hash and rank count)."""
+    where = topology_source or topology.name
+    if schedule.collective.num_ranks != topology.num_ranks:
+        raise TopologyMismatch(
+            schedule.source,
+            "collective.num_ranks",
+            schedule.collective.num_ranks,
+            f"topology {where} has {topology.num_ranks} ranks",
+        )
+    if schedule.topology_sha256 != topology.sha256:
+        raise TopologyMismatch(
+            schedule.source,
+            "topology.sha256",
+            schedule.topology_sha256[:16] + ("..." if len(schedule.topology_sha256) > 16 else ""),
+            f"the schedule was made for topology {schedule.topology_name!r}, not {where} (sha256 {topology.sha256[:16]}...)",
+        )
+
+
+def verify(
+    schedule: Schedule,
+    topology: Topology,
+    *,
+    check_hash: bool = True,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> VerifyResult:
+    """Check ``schedule`` against ``topology``; returns the first violation, if any.
+
+    Raises `TopologyMismatch` if the schedule names another topology (unless ``check_hash`` is
+    False, which still requires the rank counts to agree).
+    """
+    if check_hash or schedule.collective.num_ranks != topology.num_ranks:
+        check_topology_match(schedule, topology)
+    structural = _structural_violation(schedule, topology)
+    limit = schedule.num_transfers if structural is None else structural[0]
+    semantic = _replay(schedule, limit, memory_budget, topology)
+    if semantic is not None:
+        return VerifyResult(schedule, semantic)
+    if structural is not None:
+        return VerifyResult(schedule, structural[1])
+    return VerifyResult(schedule, None)
+
+
+def check(schedule: Schedule, topology: Topology, **kwargs) -> VerifyResult:
+    """`verify`, raising `VerificationError` if the schedule is invalid (for synthesizers that must
+    never emit an unverified schedule)."""
+    result = verify(schedule, topology, **kwargs)
+    if not result.ok:
+        raise VerificationError(result)
+    return result
+
+
+# ===================================================================================== structure
+def _position(schedule: Schedule, index: int) -> tuple[int, int]:
+    step = int(np.searchsorted(schedule.step_starts, index, side="right") - 1)
+    return step, index - int(schedule.step_starts[step])
+
+
+def _structural_violation(schedule: Schedule, topology: Topology) -> tuple[int, Violation] | None:
+    """First transfer (global index) with a bad rank, chunk, op or route, and its violation."""
+    n = schedule.num_transfers
+    if n == 0:
+        return None
+    coll = schedule.collective
+    r, g = coll.num_ranks, coll.num_chunks
+    src, dst, chunk, op = schedule.src, schedule.dst, schedule.chunk, schedule.op
+    candidates: list[tuple[int, int, Violation]] = []  # (index, rule order, violation)
+
+    def first(mask: np.ndarray) -> int | None:
+        hits = np.flatnonzero(mask)
+        return int(hits[0]) if hits.size else None
+
+    def add(index: int | None, rule: str, rank: int | None, message: str) -> None:
+        if index is None:
+            return
+        step, t = _position(schedule, index)
+        ch = int(chunk[index])
+        candidates.append((index, RULES.index(rule), Violation(rule, step, t, rank, ch, message)))
+
+    i = first((src < 0) | (src >= r))
+    add(i, "rank", None, f"src {int(src[i])} is not a rank (0..{r - 1})" if i is not None else "")
+    i = first((dst < 0) | (dst >= r))
+    add(i, "rank", None, f"dst {int(dst[i])} is not a rank (0..{r - 1})" if i is not None else "")
+    i = first(src == dst)
+    add(i, "rank", int(src[i]) if i is not None else None, "a rank sends to itself")
+    i = first((chunk < 0) | (chunk >= g))
+    add(i, "chunk", None, f"chunk {int(chunk[i])} is out of range (0..{g - 1})" if i is not None else "")
+    bad_op = op > OP_REDUCE if coll.is_reduction else op != OP_COPY
+    i = first(bad_op)
+    add(
+        i,
+        "op",
+        int(dst[i]) if i is not None else None,
+        f"op 'reduce' is not allowed in {coll.kind.value} (only in reductions)" if i is not None else "",
+    )
+    route_bad = _route_violations(schedule, topology)
+    if route_bad is not None:
+        index, message = route_bad
+        add(index, "route", int(src[index]), message)
+    if not candidates:
+        return None
+    index, _, violation = min(candidates, key=lambda c: (c[0], c[1]))
+    return index, violation
+
+
+def _route_violations(schedule: Schedule, topology: Topology) -> tuple[int, str] | None:
+    """First transfer whose path does not follow links through switches, with a message."""
+    n_nodes = topology.num_nodes
+    r = topology.num_ranks
+    names = topology.node_index
+    # per route: node ids of the via list, or an error message
+    route_nodes: list[list[int] | None] = []
+    route_error: list[str | None] = []
+    for via in schedule.routes:
+        ids: list[int] = []
+        err = None
+        for pos, name in enumerate(via):
+            node = names.get(name)
+            if node is None:
+                err = f"via[{pos}] {name!r} is not a node of topology {topology.name!r}"
+                break
+            if node < r:
+                err = f"via[{pos}] {name!r} is a rank, not a switch (ranks relay only by receiving and sending)"
+                break
+            if node in ids:
+                err = f"via[{pos}] {name!r} appears twice in the route"
+                break
+            ids.append(node)
+        if err is None:
+            for a, b in pairwise(ids):
+                if (a, b) not in topology.link_index:
+                    err = f"no link {topology.node_name(a)} -> {topology.node_name(b)}"
+                    break
+        route_nodes.append(ids if err is None else None)
+        route_error.append(err)
+
+    src = np.clip(schedule.src, 0, max(r - 1, 0))
+    dst = np.clip(schedule.dst, 0, max(r - 1, 0))
+    route = schedule.route
+    first_hop = np.array([ids[0] if ids else -1 for ids in (x or [-1] for x in route_nodes)], dtype=np.int64)
+    last_hop = np.array([ids[-1] if ids else -1 for ids in (x or [-1] for x in route_nodes)], dtype=np.int64)
+    has_via = np.array([len(v) > 0 for v in schedule.routes], dtype=bool)
+    route_ok = np.array([e is None for e in route_error], dtype=bool)
+    hv = has_via[route]
+    first_dst = np.where(hv, first_hop[route], dst)
+    last_src = np.where(hv, last_hop[route], src)
+    link_keys = np.array(sorted(a * n_nodes + b for a, b in topology.link_index), dtype=np.int64)
+
+    def exists(keys: np.ndarray) -> np.ndarray:
+        if link_keys.size == 0:
+            return np.zeros(keys.shape, dtype=bool)
+        pos = np.searchsorted(link_keys, keys)
+        pos = np.minimum(pos, link_keys.size - 1)
+        return link_keys[pos] == keys
+
+    ok_first = exists(src * n_nodes + first_dst)
+    ok_last = exists(last_src * n_nodes + dst)
+    bad = ~route_ok[route] | ~ok_first | ~ok_last
+    hits = np.flatnonzero(bad)
+    if not hits.size:
+        return None
+    i = int(hits[0])
+    rid = int(route[i])
+    s, d = int(src[i]), int(dst[i])
+    if route_error[rid] is not None:
+        return i, str(route_error[rid])
+    if not ok_first[i]:
+        a, b = s, int(first_dst[i])
+    else:
+        a, b = int(last_src[i]), d
+    path = " -> ".join([topology.node_name(s), *schedule.routes[rid], topology.node_name(d)])
+    return i, f"no link {topology.node_name(a)} -> {topology.node_name(b)} on path {path}"
+
+
+# ===================================================================================== replay
+def _replay(schedule: Schedule, limit: int, budget: int, topology: Topology) -> Violation | None:
+    """Replay transfers [0, limit) on the symbolic state, chunk block by chunk block; returns the
+    first step violation, else (if limit covers everything) the first postcondition failure."""
+    coll = schedule.collective
+    r, g = coll.num_ranks, coll.num_chunks
+    words = (r + 63) // 64
+    per_chunk = r * words * 8 if coll.is_reduction else r
+    block = max(1, min(g, budget // max(per_chunk, 1)))
+    chunk = schedule.chunk[:limit]
+    block_of = chunk // block
+    order = np.lexsort((np.arange(limit), block_of)) if limit else np.zeros(0, dtype=np.int64)
+    sorted_blocks = block_of[order]
+    best_step: Violation | None = None
+    best_key = (np.iinfo(np.int64).max, 0)
+    best_post: Violation | None = None
+    step_of = schedule.step_of_transfer
+    for b in range((g + block - 1) // block):
+        lo = int(np.searchsorted(sorted_blocks, b, side="left"))
+        hi = int(np.searchsorted(sorted_blocks, b, side="right"))
+        idx = order[lo:hi]
+        base = b * block
+        width = min(block, g - base)
+        chunks = np.arange(base, base + width, dtype=np.int64)
+        replay = _ReductionReplay if coll.is_reduction else _CopyReplay
+        state = replay(schedule, coll, chunks)
+        found = state.run(idx, step_of, stop_key=best_key)
+        if found is not None:
+            key = (found.step, found.transfer)
+            if key < best_key:
+                best_key, best_step = key, found
+            continue
+        if best_step is None and limit == schedule.num_transfers:
+            post = state.postcondition()
+            if post is not None and (best_post is None or (post.rank, post.chunk) < (best_post.rank, best_post.chunk)):
+                best_post = post
+    return best_step if best_step is not None else best_post
+
+
+class _Replay:
+    """Replays one block of chunks step by step; subclasses define the state and `_step`."""
+
+    def run(self, idx: np.ndarray, step_of: np.ndarray, stop_key: tuple[int, int]) -> Violation | None:
+        """Replay the transfers ``idx`` (in order); stop after step ``stop_key[0]``."""
+        steps = step_of[idx]
+        bounds = np.flatnonzero(np.diff(steps)) + 1
+        for part in np.split(idx, bounds) if idx.size else []:
+            step = int(step_of[part[0]])
+            if step > stop_key[0]:
+                return None
+            found = self._step(part, step)
+            if found is not None:
+                return found
+        return None
+
+    def _step(self, part: np.ndarray, step: int) -> Violation | None:
+        raise NotImplementedError
+
+
+class _CopyReplay(_Replay):
+    """Holds-matrix replay for non-reduction collectives (one block of chunks)."""
+
+    def __init__(self, schedule: Schedule, coll: Collective, chunks: np.ndarray):
+        self.schedule = schedule
+        self.coll = coll
+        self.chunks = chunks
+        self.base = int(chunks[0])
+        self.width = chunks.size
+        self.holds = coll.initial_holders(chunks)
+
+    def _step(self, part: np.ndarray, step: int) -> Violation | None:
+        sched = self.schedule
+        s, d = sched.src[part], sched.dst[part]
+        lc = sched.chunk[part] - self.base
+        start = int(sched.step_starts[step])
+        bad: list[tuple[int, int, Violation]] = []
+        held = self.holds[s, lc]
+        if not held.all():
+            j = int(np.flatnonzero(~held)[0])
+            i = int(part[j])
+            bad.append(
+                (
+                    i,
+                    RULES.index("unheld"),
+                    Violation(
+                        "unheld",
+                        step,
+                        i - start,
+                        int(s[j]),
+                        int(sched.chunk[i]),
+                        f"rank {int(s[j])} sends chunk {int(sched.chunk[i])} to rank {int(d[j])} but does not hold it",
+                    ),
+                )
+            )
+        keys = d * self.width + lc
+        if keys.size > 1:
+            perm = np.argsort(keys, kind="stable")
+            ks = keys[perm]
+            dup = np.flatnonzero(ks[1:] == ks[:-1]) + 1
+            if dup.size:
+                j = int(perm[dup].min())
+                i = int(part[j])
+                bad.append(
+                    (
+                        i,
+                        RULES.index("conflict"),
+                        Violation(
+                            "conflict",
+                            step,
+                            i - start,
+                            int(d[j]),
+                            int(sched.chunk[i]),
+                            f"rank {int(d[j])} receives chunk {int(sched.chunk[i])} twice in one step (a copy must be the only write)",  # noqa: E501
+                        ),
+                    )
+                )
+        if bad:
+            return min(bad, key=lambda x: (x[0], x[1]))[2]
+        self.holds[d, lc] = True
+        return None
+
+    def postcondition(self) -> Violation | None:
+        missing = self.coll.required(self.chunks) & ~self.holds
+        if not missing.any():
+            return None
+        rank, col = (int(x) for x in np.argwhere(missing)[0])
+        chunk = self.base + col
+        return Violation("post", None, None, rank, chunk, f"rank {rank} does not hold chunk {chunk} at the end")
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
+
+
+class _ReductionReplay(_Replay):
+    """Contribution-bitset replay for reduction collectives (one block of chunks)."""
+
+    def __init__(self, schedule: Schedule, coll: Collective, chunks: np.ndarray):
+        self.schedule = schedule
+        self.coll = coll
+        self.chunks = chunks
+        self.base = int(chunks[0])
+        self.width = chunks.size
+        r = coll.num_ranks
+        self.words = (r + 63) // 64
+        self.state = np.zeros((r, self.width, self.words), dtype=np.uint64)
+        ranks = np.arange(r)
+        self.state[ranks, :, ranks // 64] = (np.uint64(1) << (ranks % 64).astype(np.uint64))[:, None]
+        full = np.zeros(self.words, dtype=np.uint64)
+        for w in range(self.words):
+            bits = min(64, r - 64 * w)
+            full[w] = np.uint64((1 << bits) - 1) if bits < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+        self.full = full
+
+    def _step(self, part: np.ndarray, step: int) -> Violation | None:
+        sched = self.schedule
+        start = int(sched.step_starts[step])
+        s, d, op = sched.src[part], sched.dst[part], sched.op[part]
+        lc = sched.chunk[part] - self.base
+        sv = self.state[s, lc]  # (m, words): values read at the start of the step
+        bad: list[tuple[int, int, Violation]] = []
+        sent = _popcount(sv)
+        if not sent.all():
+            j = int(np.flatnonzero(sent == 0)[0])
+            i = int(part[j])
+            bad.append(
+                (
+                    i,
+                    RULES.index("unheld"),
+                    Violation(
+                        "unheld",
+                        step,
+                        i - start,
+                        int(s[j]),
+                        int(sched.chunk[i]),
+                        f"rank {int(s[j])} sends an empty value of chunk {int(sched.chunk[i])}",
+                    ),
+                )
+            )
+        keys = d * self.width + lc
+        perm = np.lexsort((np.arange(part.size), keys))
+        ks = keys[perm]
+        new_group = np.ones(ks.size, dtype=bool)
+        new_group[1:] = ks[1:] != ks[:-1]
+        starts = np.flatnonzero(new_group)
+        sizes = np.diff(np.append(starts, ks.size))
+        group_of = np.cumsum(new_group) - 1
+        is_copy_sorted = op[perm] == OP_COPY
+        copies_in_group = np.bincount(group_of, weights=is_copy_sorted, minlength=starts.size)
+        conflict_groups = np.flatnonzero((sizes > 1) & (copies_in_group > 0))
+        if conflict_groups.size:
+            bad.append(self._first_in_mixed(part, perm, starts, sizes, conflict_groups, op, sv, step, start))
+        # reduce groups: union must have as many contributions as the parts together
+        red_groups = np.flatnonzero(copies_in_group == 0)
+        if red_groups.size:
+            gs = starts[red_groups]
+            first = perm[gs]
+            old = self.state[d[first], lc[first]]
+            red_sorted = sv[perm]
+            union_src = np.bitwise_or.reduceat(red_sorted, starts, axis=0)[red_groups]
+            count_src = np.add.reduceat(sent[perm], starts)[red_groups]
+            union = union_src | old
+            overlap = _popcount(union) != count_src + _popcount(old)
+            if overlap.any():
+                bad.append(self._first_double(part, perm, starts, sizes, red_groups[overlap], sv, step, start))
+        if bad:
+            return min(bad, key=lambda x: (x[0], x[1]))[2]
+        # apply: copies then reduces (disjoint targets, guaranteed by the conflict rule)
+        copy_groups = np.flatnonzero(copies_in_group > 0)
+        if copy_groups.size:
+            j = perm[starts[copy_groups]]
+            self.state[d[j], lc[j]] = sv[j]
+        if red_groups.size:
+            self.state[d[first], lc[first]] = union
+        return None
+
+    def _first_in_mixed(self, part, perm, starts, sizes, groups, op, sv, step, start):
+        """First violation, in transfer order, among groups of writes to one (dst, chunk) that
+        include a copy: a reduce that double counts before the copy, or the write that makes a copy
+        share its target (the copy itself if it comes later, else the next write)."""
+        sched = self.schedule
+        best = None
+        for grp in groups:
+            members = sorted(int(perm[p]) for p in range(starts[grp], starts[grp] + sizes[grp]))
+            j0 = members[0]
+            acc = self.state[sched.dst[part[j0]], sched.chunk[part[j0]] - self.base].copy()
+            seen_copy = False
+            for n, j in enumerate(members):
+                is_copy = int(op[j]) == OP_COPY
+                if n > 0 and (is_copy or seen_copy):
+                    found = (int(part[j]), RULES.index("conflict"), j, None)
+                    break
+                seen_copy |= is_copy
+                if not is_copy:
+                    both = acc & sv[j]
+                    if both.any():
+                        found = (int(part[j]), RULES.index("double"), j, both)
+                        break
+                    acc |= sv[j]
+            if best is None or found[:2] < best[:2]:
+                best = found
+        i, rule, j, both = best
+        dst, chunk = int(sched.dst[i]), int(sched.chunk[i])
+        if both is None:
+            return (
+                i,
+                rule,
+                Violation(
+                    "conflict",
+                    step,
+                    i - start,
+                    dst,
+                    chunk,
+                    f"rank {dst}'s chunk {chunk} is written by a copy and another transfer in one step",
+                ),
+            )
+        return (i, rule, self._double_violation(i, both, step, start))
+
+    def _double_violation(self, i, both, step, start) -> Violation:
+        sched = self.schedule
+        dup = _bits(both)
+        dst = int(sched.dst[i])
+        shown = ", ".join(str(x) for x in dup[:5]) + (", ..." if len(dup) > 5 else "")
+        message = f"reduce from rank {int(sched.src[i])} into rank {dst} would count contribution(s) of rank(s) {shown} twice"
+        return Violation("double", step, i - start, dst, int(sched.chunk[i]), message)
+
+    def _first_double(self, part, perm, starts, sizes, groups, sv, step, start):
+        """Exact first transfer (in transfer order) whose reduce repeats a contribution."""
+        sched = self.schedule
+        best = None
+        for grp in groups:
+            members = sorted(int(perm[p]) for p in range(starts[grp], starts[grp] + sizes[grp]))
+            j0 = members[0]
+            acc = self.state[sched.dst[part[j0]], sched.chunk[part[j0]] - self.base].copy()
+            for j in members:
+                both = acc & sv[j]
+                if both.any():
+                    if best is None or part[j] < best[0]:
+                        best = (int(part[j]), j, both)
+                    break
+                acc |= sv[j]
+        i, j, both = best
+        return (i, RULES.index("double"), self._double_violation(i, both, step, start))
+
+    def postcondition(self) -> Violation | None:
+        need = self.coll.required(self.chunks)
+        complete = (self.state == self.full).all(axis=-1)
+        missing = need & ~complete
+        if not missing.any():
+            return None
+        rank, col = (int(x) for x in np.argwhere(missing)[0])
+        chunk = self.base + col
+        lacking = _bits(self.full & ~self.state[rank, col])
+        shown = ", ".join(str(x) for x in lacking[:5]) + (", ..." if len(lacking) > 5 else "")
+        return Violation(
+            "post",
+            None,
+            None,
+            rank,
+            chunk,
+            f"rank {rank}'s chunk {chunk} is not fully reduced: missing contributions of {len(lacking)} rank(s) ({shown})",
+        )
+
+
+def _bits(words: np.ndarray) -> list[int]:
+    out = []
+    for w, word in enumerate(words.tolist()):
+        while word:
+            low = word & -word
+            out.append(64 * w + low.bit_length() - 1)
+            word ^= low
+    return out
