@@ -305,6 +305,13 @@ def _replay(schedule: Schedule, limit: int, budget: int, topology: Topology) -> 
 class _Replay:
     """Replays one block of chunks step by step; subclasses define the state and `_step`."""
 
+    def __init__(self, schedule: Schedule, coll: Collective, chunks: np.ndarray):
+        self.schedule = schedule
+        self.coll = coll
+        self.chunks = chunks
+        self.base = int(chunks[0])
+        self.width = chunks.size
+
     def run(self, idx: np.ndarray, step_of: np.ndarray, stop_key: tuple[int, int]) -> Violation | None:
         """Replay the transfers ``idx`` (in order); stop after step ``stop_key[0]``."""
         steps = step_of[idx]
@@ -326,11 +333,7 @@ class _CopyReplay(_Replay):
     """Holds-matrix replay for non-reduction collectives (one block of chunks)."""
 
     def __init__(self, schedule: Schedule, coll: Collective, chunks: np.ndarray):
-        self.schedule = schedule
-        self.coll = coll
-        self.chunks = chunks
-        self.base = int(chunks[0])
-        self.width = chunks.size
+        super().__init__(schedule, coll, chunks)
         self.holds = coll.initial_holders(chunks)
 
     def _step(self, part: np.ndarray, step: int) -> Violation | None:
@@ -343,20 +346,8 @@ class _CopyReplay(_Replay):
         if not held.all():
             j = int(np.flatnonzero(~held)[0])
             i = int(part[j])
-            bad.append(
-                (
-                    i,
-                    RULES.index("unheld"),
-                    Violation(
-                        "unheld",
-                        step,
-                        i - start,
-                        int(s[j]),
-                        int(sched.chunk[i]),
-                        f"rank {int(s[j])} sends chunk {int(sched.chunk[i])} to rank {int(d[j])} but does not hold it",
-                    ),
-                )
-            )
+            message = f"rank {int(s[j])} sends chunk {int(sched.chunk[i])} to rank {int(d[j])} but does not hold it"
+            bad.append(_flag("unheld", i, step, start, int(s[j]), int(sched.chunk[i]), message))
         keys = d * self.width + lc
         if keys.size > 1:
             perm = np.argsort(keys, kind="stable")
@@ -365,20 +356,10 @@ class _CopyReplay(_Replay):
             if dup.size:
                 j = int(perm[dup].min())
                 i = int(part[j])
-                bad.append(
-                    (
-                        i,
-                        RULES.index("conflict"),
-                        Violation(
-                            "conflict",
-                            step,
-                            i - start,
-                            int(d[j]),
-                            int(sched.chunk[i]),
-                            f"rank {int(d[j])} receives chunk {int(sched.chunk[i])} twice in one step (a copy must be the only write)",  # noqa: E501
-                        ),
-                    )
+                message = (
+                    f"rank {int(d[j])} receives chunk {int(sched.chunk[i])} twice in one step (a copy must be the only write)"
                 )
+                bad.append(_flag("conflict", i, step, start, int(d[j]), int(sched.chunk[i]), message))
         if bad:
             return min(bad, key=lambda x: (x[0], x[1]))[2]
         self.holds[d, lc] = True
@@ -393,6 +374,11 @@ class _CopyReplay(_Replay):
         return Violation("post", None, None, rank, chunk, f"rank {rank} does not hold chunk {chunk} at the end")
 
 
+def _flag(rule: str, index: int, step: int, start: int, rank: int, chunk: int, message: str) -> tuple[int, int, Violation]:
+    """A candidate violation at global transfer ``index``, sortable by (index, rule order)."""
+    return (index, RULES.index(rule), Violation(rule, step, index - start, rank, chunk, message))
+
+
 def _popcount(words: np.ndarray) -> np.ndarray:
     return np.bitwise_count(words).sum(axis=-1, dtype=np.int64)
 
@@ -401,11 +387,7 @@ class _ReductionReplay(_Replay):
     """Contribution-bitset replay for reduction collectives (one block of chunks)."""
 
     def __init__(self, schedule: Schedule, coll: Collective, chunks: np.ndarray):
-        self.schedule = schedule
-        self.coll = coll
-        self.chunks = chunks
-        self.base = int(chunks[0])
-        self.width = chunks.size
+        super().__init__(schedule, coll, chunks)
         r = coll.num_ranks
         self.words = (r + 63) // 64
         self.state = np.zeros((r, self.width, self.words), dtype=np.uint64)
@@ -428,20 +410,8 @@ class _ReductionReplay(_Replay):
         if not sent.all():
             j = int(np.flatnonzero(sent == 0)[0])
             i = int(part[j])
-            bad.append(
-                (
-                    i,
-                    RULES.index("unheld"),
-                    Violation(
-                        "unheld",
-                        step,
-                        i - start,
-                        int(s[j]),
-                        int(sched.chunk[i]),
-                        f"rank {int(s[j])} sends an empty value of chunk {int(sched.chunk[i])}",
-                    ),
-                )
-            )
+            message = f"rank {int(s[j])} sends an empty value of chunk {int(sched.chunk[i])}"
+            bad.append(_flag("unheld", i, step, start, int(s[j]), int(sched.chunk[i]), message))
         keys = d * self.width + lc
         perm = np.lexsort((np.arange(part.size), keys))
         ks = keys[perm]
@@ -454,7 +424,7 @@ class _ReductionReplay(_Replay):
         copies_in_group = np.bincount(group_of, weights=is_copy_sorted, minlength=starts.size)
         conflict_groups = np.flatnonzero((sizes > 1) & (copies_in_group > 0))
         if conflict_groups.size:
-            bad.append(self._first_in_mixed(part, perm, starts, sizes, conflict_groups, op, sv, step, start))
+            bad.append(self._first_in_groups(part, perm, starts, sizes, conflict_groups, op, sv, step, start))
         # reduce groups: union must have as many contributions as the parts together
         red_groups = np.flatnonzero(copies_in_group == 0)
         if red_groups.size:
@@ -467,7 +437,7 @@ class _ReductionReplay(_Replay):
             union = union_src | old
             overlap = _popcount(union) != count_src + _popcount(old)
             if overlap.any():
-                bad.append(self._first_double(part, perm, starts, sizes, red_groups[overlap], sv, step, start))
+                bad.append(self._first_in_groups(part, perm, starts, sizes, red_groups[overlap], op, sv, step, start))
         if bad:
             return min(bad, key=lambda x: (x[0], x[1]))[2]
         # apply: copies then reduces (disjoint targets, guaranteed by the conflict rule)
@@ -479,9 +449,9 @@ class _ReductionReplay(_Replay):
             self.state[d[first], lc[first]] = union
         return None
 
-    def _first_in_mixed(self, part, perm, starts, sizes, groups, op, sv, step, start):
-        """First violation, in transfer order, among groups of writes to one (dst, chunk) that
-        include a copy: a reduce that double counts before the copy, or the write that makes a copy
+    def _first_in_groups(self, part, perm, starts, sizes, groups, op, sv, step, start):
+        """Exact first violation, in transfer order, among failing groups of writes to one
+        (dst, chunk): a reduce that counts a contribution twice, or the write that makes a copy
         share its target (the copy itself if it comes later, else the next write)."""
         sched = self.schedule
         best = None
@@ -502,23 +472,15 @@ class _ReductionReplay(_Replay):
                         found = (int(part[j]), RULES.index("double"), j, both)
                         break
                     acc |= sv[j]
+            else:
+                continue
             if best is None or found[:2] < best[:2]:
                 best = found
         i, rule, j, both = best
         dst, chunk = int(sched.dst[i]), int(sched.chunk[i])
         if both is None:
-            return (
-                i,
-                rule,
-                Violation(
-                    "conflict",
-                    step,
-                    i - start,
-                    dst,
-                    chunk,
-                    f"rank {dst}'s chunk {chunk} is written by a copy and another transfer in one step",
-                ),
-            )
+            message = f"rank {dst}'s chunk {chunk} is written by a copy and another transfer in one step"
+            return _flag("conflict", i, step, start, dst, chunk, message)
         return (i, rule, self._double_violation(i, both, step, start))
 
     def _double_violation(self, i, both, step, start) -> Violation:
@@ -528,24 +490,6 @@ class _ReductionReplay(_Replay):
         shown = ", ".join(str(x) for x in dup[:5]) + (", ..." if len(dup) > 5 else "")
         message = f"reduce from rank {int(sched.src[i])} into rank {dst} would count contribution(s) of rank(s) {shown} twice"
         return Violation("double", step, i - start, dst, int(sched.chunk[i]), message)
-
-    def _first_double(self, part, perm, starts, sizes, groups, sv, step, start):
-        """Exact first transfer (in transfer order) whose reduce repeats a contribution."""
-        sched = self.schedule
-        best = None
-        for grp in groups:
-            members = sorted(int(perm[p]) for p in range(starts[grp], starts[grp] + sizes[grp]))
-            j0 = members[0]
-            acc = self.state[sched.dst[part[j0]], sched.chunk[part[j0]] - self.base].copy()
-            for j in members:
-                both = acc & sv[j]
-                if both.any():
-                    if best is None or part[j] < best[0]:
-                        best = (int(part[j]), j, both)
-                    break
-                acc |= sv[j]
-        i, j, both = best
-        return (i, RULES.index("double"), self._double_violation(i, both, step, start))
 
     def postcondition(self) -> Violation | None:
         need = self.coll.required(self.chunks)

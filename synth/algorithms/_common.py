@@ -14,6 +14,21 @@ from synth.transform import concat, dual_reduction
 Builder = Callable[[Topology, Collective, Router], Schedule]
 
 
+def dispatcher(method: str, builders: dict[Kind, Builder]) -> Callable[..., Schedule]:
+    """The module-level ``synthesize(topology, collective, router=None)`` of a method."""
+
+    def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
+        build = builders.get(collective.kind)
+        if build is None:
+            raise NotApplicable(f"{method} does not serve {collective.kind.value}")
+        return build(topology, collective, router or router_for(topology))
+
+    synthesize.__doc__ = (
+        f"{method} schedule for ``collective`` on ``topology`` (serves {', '.join(sorted(k.value for k in builders))})."
+    )
+    return synthesize
+
+
 def by_duality(build: Builder, topology: Topology, collective: Collective, method: str) -> Schedule:
     """Reduce / reduce-scatter as the time-reversed broadcast / allgather on the reversed topology."""
     forward_kind = DUAL[collective.kind]
@@ -45,3 +60,24 @@ def allreduce_rs_ag(
     ag = allgather(topology, Collective(Kind.ALLGATHER, collective.num_ranks, per_piece), router)
     params = {"phases": ["reduce-scatter", "allgather"], "reduce_scatter": dict(rs.params), "allgather": dict(ag.params)}
     return concat([rs, ag], collective, method, params)
+
+
+def with_reductions(method: str, builders: dict[Kind, Builder], *, allreduce: bool = True) -> dict[Kind, Builder]:
+    """Add the reductions that follow from a method's allgather and broadcast: reduce-scatter and
+    reduce by duality, and (unless ``allreduce`` is False) allreduce as reduce-scatter + allgather."""
+    out = dict(builders)
+    allgather = builders.get(Kind.ALLGATHER)
+    broadcast = builders.get(Kind.BROADCAST)
+    if allgather is not None:
+
+        def reduce_scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
+            return by_duality(allgather, topology, collective, method)
+
+        out[Kind.REDUCE_SCATTER] = reduce_scatter
+        if allreduce:
+            out[Kind.ALLREDUCE] = lambda topology, collective, router: allreduce_rs_ag(
+                reduce_scatter, allgather, topology, collective, router, method
+            )
+    if broadcast is not None:
+        out[Kind.REDUCE] = lambda topology, collective, router: by_duality(broadcast, topology, collective, method)
+    return out

@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import by_duality
+from synth.algorithms._common import by_duality, dispatcher, with_reductions
 from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
-from synth.errors import NotApplicable
-from synth.routing import Router, router_for
+from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
 from synth.transform import concat
 
 METHOD = "binomial"
-COLLECTIVES = frozenset(
-    {Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER, Kind.ALLREDUCE, Kind.ALLGATHER, Kind.REDUCE_SCATTER}
-)
 
 
 def _rounds(r: int) -> int:
@@ -93,10 +89,6 @@ def gather(topology: Topology, collective: Collective, router: Router) -> Schedu
     return lower_copies(topology, collective, steps, METHOD, {}, router)
 
 
-def reduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return by_duality(broadcast, topology, collective, METHOD)
-
-
 def allgather(topology: Topology, collective: Collective, router: Router) -> Schedule:
     r, k = collective.num_ranks, collective.chunks_per_piece
     steps = []
@@ -113,31 +105,19 @@ def allgather(topology: Topology, collective: Collective, router: Router) -> Sch
     return lower_copies(topology, collective, steps, METHOD, {"phases": ["gather", "broadcast"]}, router)
 
 
-def reduce_scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return by_duality(allgather, topology, collective, METHOD)
-
-
 def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
     r, k = collective.num_ranks, collective.chunks_per_piece
-    red = reduce(topology, Collective(Kind.REDUCE, r, k, 0), router)
+    red = by_duality(broadcast, topology, Collective(Kind.REDUCE, r, k, 0), METHOD)
     bc = broadcast(topology, Collective(Kind.BROADCAST, r, k, 0), router)
     return concat([red, bc], collective, METHOD, {"phases": ["reduce", "broadcast"], "root": 0})
 
 
-BUILDERS = {
-    Kind.BROADCAST: broadcast,
-    Kind.REDUCE: reduce,
-    Kind.GATHER: gather,
-    Kind.SCATTER: scatter,
-    Kind.ALLGATHER: allgather,
-    Kind.REDUCE_SCATTER: reduce_scatter,
-    Kind.ALLREDUCE: allreduce,
-}
+BUILDERS = with_reductions(
+    METHOD,
+    {Kind.BROADCAST: broadcast, Kind.GATHER: gather, Kind.SCATTER: scatter, Kind.ALLGATHER: allgather, Kind.ALLREDUCE: allreduce},
+    allreduce=False,
+)
 
 
-def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
-    """Binomial-tree schedule for ``collective`` on ``topology``."""
-    build = BUILDERS.get(collective.kind)
-    if build is None:
-        raise NotApplicable(f"binomial does not serve {collective.kind.value}")
-    return build(topology, collective, router or router_for(topology))
+COLLECTIVES = frozenset(BUILDERS)
+synthesize = dispatcher(METHOD, BUILDERS)

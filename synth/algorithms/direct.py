@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import allreduce_rs_ag, by_duality
+from synth.algorithms._common import dispatcher, with_reductions
 from synth.algorithms._lowering import logical_step, lower_copies
 from synth.collective import Collective, Kind
-from synth.errors import NotApplicable
-from synth.routing import Router, router_for
+from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
 
 METHOD = "direct"
-COLLECTIVES = frozenset(Kind)
 
 
 def _all_pairs(r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -77,33 +75,11 @@ def alltoall(topology: Topology, collective: Collective, router: Router) -> Sche
     return lower_copies(topology, collective, [step], METHOD, {}, router)
 
 
-def reduce_scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return by_duality(allgather, topology, collective, METHOD)
+BUILDERS = with_reductions(
+    METHOD,
+    {Kind.ALLGATHER: allgather, Kind.GATHER: gather, Kind.BROADCAST: broadcast, Kind.SCATTER: scatter, Kind.ALLTOALL: alltoall},
+)
 
 
-def reduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return by_duality(broadcast, topology, collective, METHOD)
-
-
-def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return allreduce_rs_ag(reduce_scatter, allgather, topology, collective, router, METHOD)
-
-
-BUILDERS = {
-    Kind.ALLGATHER: allgather,
-    Kind.GATHER: gather,
-    Kind.BROADCAST: broadcast,
-    Kind.SCATTER: scatter,
-    Kind.ALLTOALL: alltoall,
-    Kind.REDUCE: reduce,
-    Kind.REDUCE_SCATTER: reduce_scatter,
-    Kind.ALLREDUCE: allreduce,
-}
-
-
-def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
-    """Direct schedule for ``collective`` on ``topology``."""
-    build = BUILDERS.get(collective.kind)
-    if build is None:
-        raise NotApplicable(f"direct does not serve {collective.kind.value}")
-    return build(topology, collective, router or router_for(topology))
+COLLECTIVES = frozenset(BUILDERS)
+synthesize = dispatcher(METHOD, BUILDERS)

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from synth.algorithms._common import dispatcher
 from synth.algorithms._lowering import LogicalStep, RouteTable, logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
-from synth.routing import Router, router_for
+from synth.routing import Router
 from synth.schedule import OP_COPY, OP_REDUCE, Schedule, ScheduleBuilder
 from synth.topology import Topology
 
 METHOD = "recursive-doubling"
-COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.ALLREDUCE})
 
 
 def split(r: int) -> tuple[int, int]:
@@ -102,9 +102,5 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
 BUILDERS = {Kind.ALLGATHER: allgather, Kind.ALLREDUCE: allreduce}
 
 
-def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
-    """Recursive-doubling schedule for ``collective`` on ``topology``."""
-    build = BUILDERS.get(collective.kind)
-    if build is None:
-        raise NotApplicable(f"recursive-doubling does not serve {collective.kind.value}")
-    return build(topology, collective, router or router_for(topology))
+COLLECTIVES = frozenset(BUILDERS)
+synthesize = dispatcher(METHOD, BUILDERS)

@@ -8,15 +8,13 @@ algorithm, bandwidth-optimal on a switch for large messages).
 from __future__ import annotations
 
 from synth.algorithms import recursive_doubling
-from synth.algorithms._common import allreduce_rs_ag, by_duality
+from synth.algorithms._common import allreduce_rs_ag, by_duality, dispatcher
 from synth.collective import Collective, Kind
-from synth.errors import NotApplicable
-from synth.routing import Router, router_for
+from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
 
 METHOD = "recursive-halving"
-COLLECTIVES = frozenset({Kind.REDUCE_SCATTER, Kind.ALLREDUCE})
 
 
 def reduce_scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -30,9 +28,5 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
 BUILDERS = {Kind.REDUCE_SCATTER: reduce_scatter, Kind.ALLREDUCE: allreduce}
 
 
-def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
-    """Recursive-halving schedule for ``collective`` on ``topology``."""
-    build = BUILDERS.get(collective.kind)
-    if build is None:
-        raise NotApplicable(f"recursive-halving does not serve {collective.kind.value}")
-    return build(topology, collective, router or router_for(topology))
+COLLECTIVES = frozenset(BUILDERS)
+synthesize = dispatcher(METHOD, BUILDERS)

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import allreduce_rs_ag, by_duality
+from synth.algorithms._common import dispatcher, with_reductions
 from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
-from synth.errors import NotApplicable
-from synth.routing import Router, ring_order, router_for
+from synth.routing import Router, ring_order
 from synth.schedule import Schedule
 from synth.topology import Topology
 
 METHOD = "ring"
-COLLECTIVES = frozenset(
-    {Kind.ALLGATHER, Kind.REDUCE_SCATTER, Kind.ALLREDUCE, Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER}
-)
 
 
 def _order(topology: Topology, router: Router) -> tuple[np.ndarray, dict]:
@@ -94,32 +90,11 @@ def scatter(topology: Topology, collective: Collective, router: Router) -> Sched
     return lower_copies(topology, collective, steps, METHOD, params, router)
 
 
-def reduce_scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return by_duality(allgather, topology, collective, METHOD)
+BUILDERS = with_reductions(
+    METHOD,
+    {Kind.ALLGATHER: allgather, Kind.BROADCAST: broadcast, Kind.GATHER: gather, Kind.SCATTER: scatter},
+)
 
 
-def reduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return by_duality(broadcast, topology, collective, METHOD)
-
-
-def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    return allreduce_rs_ag(reduce_scatter, allgather, topology, collective, router, METHOD)
-
-
-BUILDERS = {
-    Kind.ALLGATHER: allgather,
-    Kind.REDUCE_SCATTER: reduce_scatter,
-    Kind.ALLREDUCE: allreduce,
-    Kind.BROADCAST: broadcast,
-    Kind.REDUCE: reduce,
-    Kind.GATHER: gather,
-    Kind.SCATTER: scatter,
-}
-
-
-def synthesize(topology: Topology, collective: Collective, router: Router | None = None) -> Schedule:
-    """Ring schedule for ``collective`` on ``topology``."""
-    build = BUILDERS.get(collective.kind)
-    if build is None:
-        raise NotApplicable(f"ring does not serve {collective.kind.value}")
-    return build(topology, collective, router or router_for(topology))
+COLLECTIVES = frozenset(BUILDERS)
+synthesize = dispatcher(METHOD, BUILDERS)
