@@ -312,11 +312,15 @@ def _launch_mpi(settings: RunSettings) -> int:
 def _forward(stream, out, lines: list[str]) -> None:
     """Pass the ranks' output through as it comes, holding back MPI's termination banner and
     our ranks' error lines (summarised at the end)."""
+    closed = False
     for line in stream:
         lines.append(line.rstrip("\n"))
-        if not _HELD_BACK.match(line.strip()):
-            out.write(line)
-            out.flush()
+        if not closed and not _HELD_BACK.match(line.strip()):
+            try:
+                out.write(line)
+                out.flush()
+            except (BrokenPipeError, ValueError):  # the reader went away (| head): keep draining
+                closed = True
 
 
 def _remove_mpi_leftovers(progress_path: str) -> None:
