@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -53,8 +54,20 @@ def _options(f):
         click.option(
             "-f", "--stepfactor", type=float, default=None, help=f"Size multiplier (nccl-tests -f) [default: {DEFAULT_FACTOR:g}]."
         ),
-        click.option("-d", "--dtype", default="float32", show_default=True, help="Data type: " + ", ".join(data.DTYPES) + "."),
-        click.option("-o", "--op", default="sum", show_default=True, help="Reduction operator: sum, prod, max, min."),
+        click.option(
+            "-d",
+            "--dtype",
+            default="float32",
+            show_default=True,
+            help="Data type(s), comma-separated or all: " + ", ".join(data.DTYPES) + ".",
+        ),
+        click.option(
+            "-o",
+            "--op",
+            default="sum",
+            show_default=True,
+            help="Reduction operator(s), comma-separated or all: sum, prod, max, min.",
+        ),
         click.option("-n", "--iters", type=int, default=20, show_default=True, help="Timed calls per size."),
         click.option("-w", "--warmup", type=int, default=5, show_default=True, help="Untimed calls before timing."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs."),
@@ -72,6 +85,17 @@ def _options(f):
     return f
 
 
+@dataclass(frozen=True)
+class Case:
+    """One row of the table: a message size in one data type, with one operator (reductions)."""
+
+    layout: Layout
+    op: data.ReduceOp | None
+
+    def describe(self) -> str:
+        return f"size {self.layout.size} B, {self.layout.dtype.name}" + (f" {self.op.name}" if self.op else "")
+
+
 class RunSettings:
     """The parsed options of a run (shared by ``synth run`` and ``python -m synth.exec.mpi``)."""
 
@@ -83,14 +107,8 @@ class RunSettings:
         self.topology_spec = topology
         self.topology_path = self._topology_path(topology)
         self.sizes = parse_run_sizes(sizes, minbytes, maxbytes, stepfactor)
-        try:
-            self.dtype = data.parse_dtype(dtype)
-        except ValueError as exc:
-            raise InputError("synth run", "--dtype", dtype, str(exc)) from None
-        try:
-            self.op = data.parse_op(op)
-        except ValueError as exc:
-            raise InputError("synth run", "--op", op, str(exc)) from None
+        self.dtypes = _parse_list("--dtype", dtype, data.DTYPES, data.parse_dtype)
+        self.ops = _parse_list("--op", op, data.OPS, data.parse_op)
         for name, value, low in (("--iters", iters, 1), ("--warmup", warmup, 0)):
             if value < low:
                 raise InputError("synth run", name, value, f"must be at least {low}")
@@ -99,8 +117,8 @@ class RunSettings:
         self.iters, self.warmup, self.seed, self.timeout = iters, warmup, seed, timeout
         self.compare_native = compare_native
         coll = self.schedule.collective
-        self.reduce_op = self.op if coll.is_reduction else None
-        self.layouts = [Layout.for_size(coll, size, self.dtype) for size in self.sizes]
+        ops: list[data.ReduceOp | None] = list(self.ops) if coll.is_reduction else [None]
+        self.cases = [Case(Layout.for_size(coll, size, dt), o) for dt in self.dtypes for o in ops for size in self.sizes]
 
     def _topology_path(self, spec: str | None) -> str:
         if spec is not None:
@@ -122,21 +140,46 @@ class RunSettings:
 
     def header(self, backend: str) -> list[str]:
         s = self.schedule
-        op = f", {self.op.name}" if s.collective.is_reduction else ""
+        op = f"; {','.join(o.name for o in self.ops)}" if s.collective.is_reduction else ""
         return [
             f"# synth run {self.schedule_path}: {s.collective.describe()}, {s.num_steps} steps, {s.num_transfers} transfers"
             f" (method {s.method}, topology {s.topology_name})",
-            f"# backend {backend}; {self.dtype.name}{op}; warmup {self.warmup}, iters {self.iters}, seed {self.seed};"
-            " time = mean per call, slowest rank",
+            f"# backend {backend}; {','.join(d.name for d in self.dtypes)}{op};"
+            f" warmup {self.warmup}, iters {self.iters}, seed {self.seed}; time = mean per call, slowest rank",
             "#",
         ]
 
     def pass_through(self) -> list[str]:
         """The options for ``python -m synth.exec.mpi`` (sizes resolved)."""
         args = ["--topology", self.topology_path, "--size", ",".join(str(s) for s in self.sizes)]
-        args += ["--dtype", self.dtype.name, "--op", self.op.name, "--iters", str(self.iters), "--warmup", str(self.warmup)]
+        args += [
+            "--dtype",
+            ",".join(d.name for d in self.dtypes),
+            "--op",
+            ",".join(o.name for o in self.ops),
+            "--iters",
+            str(self.iters),
+            "--warmup",
+            str(self.warmup),
+        ]
         args += ["--seed", str(self.seed), "--timeout", f"{self.timeout:g}"]
         return args + (["--compare-native"] if self.compare_native else [])
+
+
+def _parse_list(option: str, text: str, known: dict, parse) -> list:
+    """``all``, one name, or a comma-separated list (nccl-tests' ``-d all``/``-o all``)."""
+    names = list(known) if text.strip().lower() == "all" else [part for part in text.split(",") if part.strip()]
+    out = []
+    for name in names:
+        try:
+            value = parse(name)
+        except ValueError as exc:
+            raise InputError("synth run", option, text, str(exc)) from None
+        if value not in out:
+            out.append(value)
+    if not out:
+        raise InputError("synth run", option, text, "names nothing")
+    return out
 
 
 def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | None, factor: float | None) -> list[int]:
@@ -199,22 +242,28 @@ def _run_mp(settings: RunSettings) -> None:
     for line in table_header():
         click.echo(line)
     rows: list[Measurement] = []
-
-    def show(_: int, m: Measurement) -> None:
-        rows.append(m)
-        click.echo(table_row(m, settings.op.name))
-
+    program = Program(settings.schedule)
+    groups: dict[tuple, list[Case]] = {}
+    for case in settings.cases:
+        groups.setdefault((case.layout.dtype.str, case.op.name if case.op else None), []).append(case)
     with _sigterm_as_interrupt():
-        mp.run_sizes(
-            Program(settings.schedule),
-            settings.layouts,
-            settings.reduce_op,
-            warmup=settings.warmup,
-            iters=settings.iters,
-            seed=settings.seed,
-            timeout=settings.timeout,
-            on_result=show,
-        )
+        for cases in groups.values():
+            op = cases[0].op
+
+            def show(_: int, m: Measurement, op=op) -> None:
+                rows.append(m)
+                click.echo(table_row(m, op.name if op else None))
+
+            mp.run_sizes(
+                program,
+                [case.layout for case in cases],
+                op,
+                warmup=settings.warmup,
+                iters=settings.iters,
+                seed=settings.seed,
+                timeout=settings.timeout,
+                on_result=show,
+            )
     _footer(rows)
     if any(m.wrong for m in rows):
         sys.exit(1)
@@ -427,7 +476,7 @@ class _suppress_lookup:
 
 def _position(cells: np.ndarray, settings: RunSettings) -> str:
     si, call, step = (int(x) for x in cells[:3])
-    size = f"size {settings.layouts[si].size} B" if 0 <= si < len(settings.layouts) else "set-up"
+    size = settings.cases[si].describe() if 0 <= si < len(settings.cases) else "set-up"
     if call < 0:
         return f"while preparing ({size})"
     what = "checked call" if call == 0 else f"call {call}"
@@ -499,11 +548,11 @@ def _rank_run(settings: RunSettings, comm, progress_file: str | None) -> int:
 
     rank = comm.Get_rank()
     coll = settings.schedule.collective
-    sizes = [layout.size for layout in settings.layouts]
+    labels = [case.describe() for case in settings.cases]
     progress = Progress(rank, progress_file)
     progress.record_shared_memory()
     own = comm.Dup()
-    watchdog = Watchdog(comm, progress, settings.timeout, sizes)
+    watchdog = Watchdog(comm, progress, settings.timeout, labels)
     native_name = NATIVE_NAMES[coll.kind] if settings.compare_native else None
     if rank == 0:
         library = " ".join(MPI.Get_library_version().split()[:3])
@@ -514,9 +563,9 @@ def _rank_run(settings: RunSettings, comm, progress_file: str | None) -> int:
     ours_rows: list[Measurement] = []
     native_rows: list[Measurement] = []
     program = Program(settings.schedule)
-    op = settings.reduce_op
     try:
-        for si, layout in enumerate(settings.layouts):
+        for si, case in enumerate(settings.cases):
+            layout, op = case.layout, case.op
             progress.set(si, -1, -1)
             send = data.send_data(layout, rank, op, settings.seed)
             send = send if send is not None else np.empty(0, dtype=layout.dtype)
@@ -525,7 +574,7 @@ def _rank_run(settings: RunSettings, comm, progress_file: str | None) -> int:
             poison = data.poison_value(layout.dtype)
             for array in (recv, *plan.arrays[2:]):
                 array.fill(poison)
-            ours = _measure(settings, own, progress, si, layout, plan, recv)
+            ours = _measure(settings, own, progress, si, case, plan, recv)
             plan.free()
             ours_rows.append(ours)
             native = None
@@ -533,31 +582,31 @@ def _rank_run(settings: RunSettings, comm, progress_file: str | None) -> int:
                 recv.fill(poison)
                 if coll.kind.value == "broadcast" and rank == coll.root:
                     recv[:] = send
-                native = _measure(settings, own, progress, si, layout, native_call(layout, own, op, send, recv), recv)
+                native = _measure(settings, own, progress, si, case, native_call(layout, own, op, send, recv), recv)
                 native_rows.append(native)
             if rank == 0:
-                click.echo(table_row(ours, settings.op.name, native, with_native=native_name is not None))
+                click.echo(table_row(ours, op.name if op else None, native, with_native=native_name is not None))
             if si == 0:
                 progress.record_shared_memory()
         watchdog.stop()
     except Exception as exc:  # one line naming the rank and step, then the whole job ends
-        fail(comm, f"rank {rank} failed {progress.describe(sizes)}: {type(exc).__name__}: {exc}")
+        fail(comm, f"rank {rank} failed {progress.describe(labels)}: {type(exc).__name__}: {exc}")
     if rank == 0:
         _footer(ours_rows, native_rows or None)
     own.Free()
     return 1 if any(m.wrong for m in ours_rows + native_rows) else 0
 
 
-def _measure(settings: RunSettings, comm, progress, si: int, layout: Layout, call, recv: np.ndarray) -> Measurement:
+def _measure(settings: RunSettings, comm, progress, si: int, case: Case, call, recv: np.ndarray) -> Measurement:
     """One checked call, ``warmup`` calls, then ``iters`` timed calls of ``call`` on this rank;
     the slowest rank's mean time and the wrong elements over all ranks."""
     from synth.exec.mpi import MPI
 
-    rank = comm.Get_rank()
+    rank, layout = comm.Get_rank(), case.layout
     comm.Barrier()
     progress.set(si, 0, -1)
     call()
-    wrong = data.check_rank(layout, rank, recv, settings.reduce_op, settings.seed, tick=progress.beat)
+    wrong = data.check_rank(layout, rank, recv, case.op, settings.seed, tick=progress.beat)
     for i in range(settings.warmup):
         progress.set(si, 1 + i, -1)
         call()

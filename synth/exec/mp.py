@@ -378,7 +378,11 @@ def _rank_main(rank: int, job: Job, shared: _Shared, arena: _Arena, parent: int)
 # ============================================================================== the parent
 def _describe_position(job: Job, line: np.ndarray) -> str:
     si, it, step = int(line[_SIZE]), int(line[_ITER]), int(line[_STEP])
-    size = f"size {job.layouts[si].size} B" if 0 <= si < len(job.layouts) else "start-up"
+    if 0 <= si < len(job.layouts):
+        layout = job.layouts[si]
+        size = f"size {layout.size} B, {layout.dtype.name}" + (f" {job.op.name}" if job.op else "")
+    else:
+        size = "start-up"
     if it < 0:
         return f"while preparing ({size})"
     phase = "checked call" if it == 0 else f"call {it}"

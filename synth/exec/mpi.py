@@ -97,9 +97,10 @@ class Progress:
     def beat(self) -> None:
         self.cells[3] += 1
 
-    def describe(self, sizes: list[int] | None = None) -> str:
+    def describe(self, labels: list[str] | None = None) -> str:
+        """``in step 3 (size 1024 B, float32 sum, checked call)``; ``labels`` name the cases."""
         si, call, step = (int(x) for x in self.cells[:3])
-        size = f"size {sizes[si]} B" if sizes and 0 <= si < len(sizes) else "set-up"
+        size = labels[si] if labels and 0 <= si < len(labels) else "set-up"
         if call < 0:
             return f"while preparing ({size})"
         what = "checked call" if call == 0 else f"call {call}"
@@ -435,8 +436,8 @@ class Watchdog:
     culprit) reports after ``timeout`` seconds; a rank waiting for its peers' messages gives the
     culprit's report a head start (``grace``, at most 2 s) before reporting whom it waits for."""
 
-    def __init__(self, comm, progress: Progress, timeout: float, sizes: list[int]):
-        self.comm, self.progress, self.timeout, self.sizes = comm, progress, timeout, sizes
+    def __init__(self, comm, progress: Progress, timeout: float, labels: list[str]):
+        self.comm, self.progress, self.timeout, self.labels = comm, progress, timeout, labels
         self.grace = min(2.0, timeout / 2)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="synth-watchdog", daemon=True)
@@ -453,7 +454,7 @@ class Watchdog:
             peers = self.progress.waiting_for
             if now - since <= self.timeout + (self.grace if peers else 0.0):
                 continue
-            where = self.progress.describe(self.sizes)
+            where = self.progress.describe(self.labels)
             if peers:
                 what = f"waiting for rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, peers))}"
             else:
