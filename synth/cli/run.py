@@ -229,7 +229,8 @@ def run_cmd(backend, schedule, **options):
     settings.verify_or_exit()
     if backend == "mpi":
         sys.exit(_launch_mpi(settings))
-    _run_mp(settings)
+    with _sigterm_as_interrupt():
+        _run_mp(settings)
 
 
 def _run_mp(settings: RunSettings) -> None:
@@ -246,24 +247,24 @@ def _run_mp(settings: RunSettings) -> None:
     groups: dict[tuple, list[Case]] = {}
     for case in settings.cases:
         groups.setdefault((case.layout.dtype.str, case.op.name if case.op else None), []).append(case)
-    with _sigterm_as_interrupt():
-        for cases in groups.values():
-            op = cases[0].op
+    for cases in groups.values():
+        op = cases[0].op
 
-            def show(_: int, m: Measurement, op=op) -> None:
-                rows.append(m)
-                click.echo(table_row(m, op.name if op else None))
+        def show(_: int, m: Measurement, op=op) -> None:
+            rows.append(m)
+            click.echo(table_row(m, op.name if op else None))
 
-            mp.run_sizes(
-                program,
-                [case.layout for case in cases],
-                op,
-                warmup=settings.warmup,
-                iters=settings.iters,
-                seed=settings.seed,
-                timeout=settings.timeout,
-                on_result=show,
-            )
+        layouts = [case.layout for case in cases]
+        mp.run_sizes(
+            program,
+            layouts,
+            op,
+            warmup=settings.warmup,
+            iters=settings.iters,
+            seed=settings.seed,
+            timeout=settings.timeout,
+            on_result=show,
+        )
     _footer(rows)
     if any(m.wrong for m in rows):
         sys.exit(1)

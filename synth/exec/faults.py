@@ -6,8 +6,10 @@ and exits with code 3.
 
 Fault injection (for tests of exactly that): the environment variable ``SYNTH_EXEC_FAULT`` set to
 ``RANK:STEP:KIND`` makes rank RANK misbehave the first time it reaches step STEP, where KIND is
-``crash`` (raise an exception), ``hang`` (stop making progress) or ``kill`` (SIGKILL itself). Both
-backends honour it; it costs one comparison per step when unset.
+``crash`` (raise an exception), ``hang`` (stop making progress) or ``kill`` (SIGKILL itself);
+``corrupt`` instead spoils the first element of the rank's receive buffer after each call (STEP is
+ignored), to test that wrong results are caught. Both backends honour it; it costs one comparison
+per step when unset.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from synth.errors import SynthError
 
 FAULT_ENV = "SYNTH_EXEC_FAULT"
-FAULT_KINDS = ("crash", "hang", "kill")
+FAULT_KINDS = ("crash", "hang", "kill", "corrupt")
 
 
 class ExecutionError(SynthError):
@@ -45,6 +47,8 @@ class Fault:
             raise InjectedFault(f"injected crash at step {self.step}")
         if self.kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "corrupt":
+            return  # the backend spoils its result after the call
         while True:  # hang
             time.sleep(3600)
 

@@ -183,6 +183,9 @@ class _Rank:
         self.parent = parent
         self.epoch = 0
         self.fault: Fault | None = fault_from_env(rank)
+        self.corrupt = self.fault is not None and self.fault.kind == "corrupt"
+        if self.corrupt:
+            self.fault = None
         self._lock = None if _TSO else _FENCE_LOCK
 
     # ---------------------------------------------------------------------------- barrier
@@ -304,6 +307,8 @@ class _Rank:
             line[_ITER] = 0
             self.call(bound)
             recv = ar.region(self.arena, rank, RECV, layout.recv_count)
+            if self.corrupt and recv.size:
+                recv[0] = poison
             self.shared.wrong[si, rank] = data.check_rank(layout, rank, recv, job.op, job.seed, tick=self._beat)
             for i in range(job.warmup):
                 line[_ITER] = 1 + i

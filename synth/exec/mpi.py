@@ -139,6 +139,9 @@ class BoundPlan:
         self.rank = rank = comm.Get_rank()
         self.progress = progress or Progress(rank)
         self.fault = fault_from_env(rank)
+        self.corrupt = self.fault is not None and self.fault.kind == "corrupt"
+        if self.corrupt:
+            self.fault = None
         lengths = layout.chunk_length
         work_off, work_len = program.work_offsets(rank, layout)
         recv = recvbuf if recvbuf is not None else np.empty(layout.recv_count, dtype=layout.dtype)
@@ -266,6 +269,8 @@ class BoundPlan:
                     copyto(out, a)
                 else:
                     o.ufunc(a, b, out=out)
+        if self.corrupt and self.arrays[RECV].size:
+            self.arrays[RECV][0] = data.poison_value(self.layout.dtype)
 
     def free(self) -> None:
         for st in self.steps:
