@@ -117,13 +117,24 @@ def main() -> None:
         args.schedule, args.topology = (str(p) for p in _schedule_files(Path(tmp)))
         mpiexec = Path(sys.executable).parent / "mpiexec"
         cmd = [str(mpiexec), "-n", str(RANKS), sys.executable, __file__, "--worker"]
-        cmd += ["--schedule", args.schedule, "--topology", args.topology, "--rounds", str(args.rounds), "--iters", str(args.iters)]
+        cmd += [
+            "--schedule",
+            args.schedule,
+            "--topology",
+            args.topology,
+            "--rounds",
+            str(args.rounds),
+            "--iters",
+            str(args.iters),
+        ]
         started = time.time()
         mpi = {int(k): v for k, v in json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout).items()}
         mp_results = _mp(args)
         elapsed = time.time() - started
     print(f"ring allreduce, {RANKS} ranks, float32 sum; median of {args.rounds} rounds (mean time per call, slowest rank)")
-    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print(f"{'size':>10}  {'executor':>16}  {'time (us)':>10}  {'algbw (GB/s)':>12}  {'#wrong':>6}")
     medians = {}
     for size in SIZES:
