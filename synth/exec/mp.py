@@ -228,7 +228,8 @@ class _Rank:
             return int(bases[x, kind] + local[kind, x, c])
 
         init = [(None, pos(rank, SEND, c), pos(rank, RECV, c), None, int(lengths[c])) for c in prog.never_written_outputs(rank)]
-        steps: list[tuple[list, list | None]] = [([], [] if s in self._two_phase else None) for s in range(prog.num_steps)]
+        two_phase = set(prog.steps_with_conflicts.tolist())
+        steps: list[tuple[list, list | None]] = [([], [] if s in two_phase else None) for s in range(prog.num_steps)]
         scratch_base = int(bases[rank, SCRATCH])
         for plan in prog.rank_plan(rank):
             t = plan.step
@@ -265,10 +266,6 @@ class _Rank:
             return _views(arena, _merge(ops))
 
         return views(init), [(views(a), None if b is None else views(b)) for a, b in steps]
-
-    @property
-    def _two_phase(self) -> frozenset[int]:
-        return frozenset(self.prog.steps_with_conflicts.tolist())
 
     # ---------------------------------------------------------------------------- running
     def call(self, bound) -> None:
