@@ -137,3 +137,13 @@ def test_cli_refuses_invalid_schedule_and_bad_options(tmp_path):
     result = runner.invoke(main, ["run", str(sched), "--topology", str(topo), "--size", "8..64", "-f", "2", "-n", "1", "-w", "0"])
     assert result.exit_code == 0
     assert [line.split()[0] for line in result.output.splitlines() if not line.startswith("#")] == ["8", "16", "32", "64"]
+
+
+def test_sizes_as_nccl_tests_takes_them():
+    from synth.cli.run import parse_run_sizes
+
+    assert parse_run_sizes(None, None, None, None) == [8 * 4**i for i in range(11)]  # 8 B … 8 MiB
+    assert parse_run_sizes(None, "1M", "4M", 2) == [2**20, 2**21, 2**22]
+    assert parse_run_sizes(None, "64M", None, None) == [2**26]
+    assert parse_run_sizes("8B..1GiB", None, None, 8)[-1] == 2**30
+    assert parse_run_sizes("1K,100", None, None, None) == [1024, 100]

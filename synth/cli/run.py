@@ -50,7 +50,9 @@ def _options(f):
             "--size", "sizes", default=None, help="Sizes: a list and/or ranges, e.g. 8B..1GiB or 1K,1M (ranges step by -f)."
         ),
         click.option("-b", "--minbytes", default=None, help=f"Smallest size (nccl-tests -b) [default: {DEFAULT_MIN}]."),
-        click.option("-e", "--maxbytes", default=None, help=f"Largest size (nccl-tests -e) [default: {DEFAULT_MAX}]."),
+        click.option(
+            "-e", "--maxbytes", default=None, help=f"Largest size (nccl-tests -e) [default: {DEFAULT_MAX}, or -b if larger]."
+        ),
         click.option(
             "-f", "--stepfactor", type=float, default=None, help=f"Size multiplier (nccl-tests -f) [default: {DEFAULT_FACTOR:g}]."
         ),
@@ -191,10 +193,8 @@ def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | Non
         raise InputError("synth run", "--size", sizes, "give either --size or -b/-e, not both")
     try:
         if sizes is None:
-            lo, hi = (
-                parse_size(minbytes or DEFAULT_MIN),
-                parse_size(maxbytes or (minbytes if minbytes and not maxbytes else DEFAULT_MAX)),
-            )
+            lo = parse_size(minbytes or DEFAULT_MIN)
+            hi = parse_size(maxbytes) if maxbytes else max(lo, parse_size(DEFAULT_MAX))
             if hi < lo:
                 raise ValueError(f"the largest size {hi} is below the smallest {lo}")
             return size_range(lo, hi, factor)
