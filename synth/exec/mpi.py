@@ -306,6 +306,7 @@ class Executor:
             raise ValueError(f"the schedule is for {schedule.collective.num_ranks} ranks; the communicator has {comm.Get_size()}")
         self.program = program or _verified_program(schedule, topology)
         self.schedule = schedule
+        self.user_comm = comm  # held, so that its id cannot be reused while this executor is cached
         self.comm = comm.Dup()
         self._plans: OrderedDict[tuple, BoundPlan] = OrderedDict()
         self._keep = keep
