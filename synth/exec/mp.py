@@ -114,12 +114,29 @@ class _Arena:
 
 
 # ============================================================================= shared state
+def _check_room(needed: int) -> None:
+    """Refuse a run whose buffers do not fit in /dev/shm (touching a page beyond it would kill the
+    rank with SIGBUS halfway through)."""
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return
+    free = stat.f_bavail * stat.f_frsize
+    if needed > free:
+        raise ExecutionError(
+            f"the buffers need {needed / 2**30:.2f} GiB of shared memory but /dev/shm has {free / 2**30:.2f} GiB free;"
+            " run smaller sizes or fewer at a time"
+        )
+
+
+
 class _Shared:
     """The two shared-memory segments (data and control) and the numpy views on them."""
 
     def __init__(self, job: Job, arena: _Arena):
         r = job.program.num_ranks
         dtype = job.layouts[0].dtype
+        _check_room(arena.elements * dtype.itemsize)
         token = secrets.token_hex(6)
         self.data_shm = shared_memory.SharedMemory(
             name=f"{SHM_PREFIX}{os.getpid()}-{token}-d", create=True, size=max(1, arena.elements * dtype.itemsize)
