@@ -129,7 +129,6 @@ def _check_room(needed: int) -> None:
         )
 
 
-
 class _Shared:
     """The two shared-memory segments (data and control) and the numpy views on them."""
 
