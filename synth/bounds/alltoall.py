@@ -24,6 +24,7 @@ solver tolerance can make it slightly smaller than the true optimum, never large
 from __future__ import annotations
 
 import heapq
+import warnings
 from collections import deque
 from dataclasses import dataclass
 
@@ -276,7 +277,7 @@ def _solve_cbc(topology: Topology) -> tuple[float, np.ndarray] | None:
     starts, index, value, row_lower, _, num_rows, cap_row0, scale = _columns(topology)
     num_cols = len(starts) - 1
     prob = pulp.LpProblem("alltoall_flow", pulp.LpMinimize)
-    x = [pulp.LpVariable(f"x{j}", lowBound=0) for j in range(num_cols)]
+    x = [prob.add_variable(f"x{j}", lowBound=0) for j in range(num_cols)]
     rows: list[list[tuple[pulp.LpVariable, float]]] = [[] for _ in range(num_rows)]
     for j in range(num_cols):
         for k in range(starts[j], starts[j + 1]):
@@ -287,11 +288,15 @@ def _solve_cbc(topology: Topology) -> tuple[float, np.ndarray] | None:
         expr = pulp.LpAffineExpression(rows[i])
         c = (expr <= 0) if i >= cap_row0 else (expr == float(row_lower[i]))
         prob += c, f"r{i}"
-        constraints.append(c)
-    prob.solve(pulp.PULP_CBC_CMD(msg=False))
-    if prob.sol_status != 1:
+        if i >= cap_row0:
+            constraints.append(prob.get_constraint_by_name(f"r{i}"))
+    with warnings.catch_warnings():
+        # pulp 3.3 announces that its bundled CBC moves to an extra in pulp 4; it is still here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        prob.solve(pulp.PULP_CBC_CMD(msg=False))
+    if prob.sol_status != 1:  # 1 = proven optimal (TOOLING.md: not LpStatus)
         return None
-    duals = np.array([abs(prob.constraints[f"r{i}"].pi or 0.0) for i in range(cap_row0, num_rows)])
+    duals = np.array([abs(constraints[i - cap_row0].pi or 0.0) for i in range(cap_row0, num_rows)])
     return float(pulp.value(prob.objective)) / scale, duals
 
 

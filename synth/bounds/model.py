@@ -257,7 +257,7 @@ def _analysis(topology: Topology) -> _Analysis:
 
 # ============================================================================ wording
 def _frac(f: Fraction) -> str:
-    return "size" if f == 1 else f"{f.numerator}/{f.denominator}·size"
+    return "size" if f == 1 else f"{f.numerator}/{f.denominator} of size"
 
 
 def _gbps(x: float) -> str:
@@ -273,12 +273,18 @@ def describe_nodes(topology: Topology, nodes: frozenset[int]) -> str:
     hosts = [h for h, members in topology.host_groups.items() if h is not None and set(members) <= set(ranks)]
     covered = sorted(v for h in hosts for v in topology.host_groups[h])
     if hosts and covered == ranks and len(topology.host_groups) > 1:
-        text = ("host " if len(hosts) == 1 else "hosts ") + ", ".join(hosts)
+        if len(hosts) == 1:
+            text = f"host {hosts[0]}"
+        elif len(hosts) <= 3:
+            text = "hosts " + ", ".join(hosts)
+        else:
+            text = f"{len(hosts)} hosts ({', '.join(hosts[:2])}, ...)"
+        text += f" ({len(ranks)} ranks)"
     elif len(ranks) <= 3:
         text = ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(topology.node_name(v) for v in ranks)
     else:
         shown = ", ".join(topology.node_name(v) for v in ranks[:3])
-        text = f"{len(ranks)} ranks ({shown}, …)"
+        text = f"{len(ranks)} ranks ({shown}, ...)"
     if switches:
         text += f" with {switches} switch{'es' if switches > 1 else ''}"
     return text
@@ -409,9 +415,8 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
     lat_src, lat_dst = sources[far[0]], sinks[far[1]]
     steps = int(facts.hops[sources][:, sinks].max())
     floor = steps * facts.min_transfer_alpha if model == "step" else 0.0
-    floor_text = (
-        f"; + {steps} step{'s' if steps > 1 else ''} × {facts.min_transfer_alpha:g} µs (smallest transfer α)" if floor > 0 else ""
-    )
+    plural = "s" if steps > 1 else ""
+    floor_text = f"; + {steps} step{plural} x {facts.min_transfer_alpha:g} us (smallest transfer alpha)" if floor > 0 else ""
 
     terms: list[BoundTerm] = []
     notes: list[str] = []
@@ -453,12 +458,12 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         add(
             "total-ingress",
             gossip / (total_in * _BYTES_PER_US),
-            f"every byte needs ≥ {gossip} rank-to-rank transfers (2(R−1)); all ranks together can receive {_gbps(total_in)}",
+            f"every byte needs >= {gossip} rank-to-rank transfers, 2(R-1); all ranks together can receive {_gbps(total_in)}",
         )
         add(
             "total-egress",
             gossip / (total_out * _BYTES_PER_US),
-            f"every byte needs ≥ {gossip} rank-to-rank transfers (2(R−1)); all ranks together can send {_gbps(total_out)}",
+            f"every byte needs >= {gossip} rank-to-rank transfers, 2(R-1); all ranks together can send {_gbps(total_out)}",
         )
         pc = an.pair_cut(("both", 0))
         assert pc is not None
@@ -466,7 +471,8 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         add(
             "cut",
             1.0 / (pc.bandwidth * _BYTES_PER_US),
-            f"every byte must enter {where} (from {topology.node_name(pc.source)}); {_gbps(pc.bandwidth)}",
+            f"every byte must enter {where} over {_gbps(pc.bandwidth)} (a minimum cut between ranks, "
+            f"from {topology.node_name(pc.source)} to {topology.node_name(pc.sink)})",
         )
     elif kind is Kind.ALLTOALL:
         ac = an.alltoall_cut()
@@ -476,7 +482,7 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             add(
                 "cut",
                 ac.ratio / (r * _BYTES_PER_US),
-                f"{inside}×{r - inside} pieces of size/{r} must enter {where} over {_gbps(ac.cut.bandwidth)} "
+                f"{inside}x{r - inside} pieces of size/{r} must enter {where} over {_gbps(ac.cut.bandwidth)} "
                 f"(best of {ac.candidates} candidate cuts)",
             )
         variables = a2a.lp_size(topology) + 1
@@ -502,7 +508,7 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             0.0,
             latency,
             f"data from {topology.node_name(lat_src)} reaches {topology.node_name(lat_dst)} "
-            f"only after ≥ {latency:g} µs of link latency ({int(facts.hops[lat_src, lat_dst])} transfer(s) at least)",
+            f"only after >= {latency:g} us of link latency (and at least {int(facts.hops[lat_src, lat_dst])} transfer(s))",
         )
     )
     return BoundModel(terms=tuple(terms), notes=tuple(notes), **base)
