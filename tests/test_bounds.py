@@ -7,6 +7,7 @@ import itertools
 import math
 
 import networkx as nx
+import numpy as np
 import pytest
 
 from synth import generators as gen
@@ -346,3 +347,27 @@ def test_binding_is_the_largest(pair, builtin):
     kind, size = pair
     report = lower_bounds(builtin("ndv2x2"), kind, size)
     assert report.bound(report.binding).time_us == report.time_us
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_floyd_and_dijkstra_latency_facts_agree(seed, monkeypatch):
+    from synth.bounds import latency
+
+    t = random_topology(seed)
+    fast = latency.latency_facts(t)
+    monkeypatch.setattr(latency, "FLOYD_MAX_NODES", 0)
+    slow = latency.latency_facts(t)
+    np.testing.assert_allclose(fast.alpha, slow.alpha, rtol=1e-12)
+    assert fast.hops.tolist() == slow.hops.tolist()
+    assert fast.min_transfer_alpha == pytest.approx(slow.min_transfer_alpha)
+
+
+def test_latency_facts_by_hand():
+    from synth.bounds.latency import latency_facts
+
+    # a – s – b with α 0.5 per link, and c behind b over a direct link of α 2
+    t = topo("line", ["a", "b", "c"], [("a", "s", 10.0, 0.5), ("s", "b", 10.0, 0.5), ("b", "c", 10.0, 2.0)], switches=["s"])
+    facts = latency_facts(t)
+    assert facts.alpha[0, 2] == pytest.approx(3.0) and facts.hops[0, 2] == 2  # relayed by b
+    assert facts.min_transfer_alpha == pytest.approx(1.0)
+    assert lower_bounds(t, Kind.BROADCAST, 0).time_us == pytest.approx(3.0)

@@ -69,8 +69,14 @@ def rank_ingress_cuts(topology: Topology) -> list[Cut]:
     cuts = []
     for r in range(r_count):
         caps = bw + [0.0 if v == r else INF for v in range(r_count)]
-        result = net.max_flow(caps, source, r)
-        assert result.source_side is not None
+        own = topology.rank_ingress(r)
+        # the flow cannot exceed r's own links; once it reaches them, {r} is a minimum cut (a
+        # flow short of them by 1e-12 relative reports a bandwidth larger by as much: a bound
+        # smaller by as much, never larger)
+        result = net.max_flow(caps, source, r, limit=own * (1.0 - FLOW_SLACK * 1e-3))
+        if result.source_side is None:
+            cuts.append(Cut(frozenset({r}), own))
+            continue
         sink_side = frozenset(range(n)) - result.source_side
         cuts.append(Cut(sink_side, result.value))
     return cuts

@@ -16,7 +16,6 @@ distances, and the smallest α any single transfer can have.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,27 +55,61 @@ def _dijkstra(topology: Topology, source: int, through_ranks: bool) -> list[floa
     return dist
 
 
+#: Up to this many nodes the distances come from a vectorized Floyd–Warshall (O(N³) in numpy);
+#: beyond it, from a Dijkstra per rank (O(R·E log N) in Python).
+FLOYD_MAX_NODES = 700
+
+
+def _floyd(topology: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """(switch-only, any-path) α-distances between all nodes: Floyd–Warshall with the switches
+    as intermediates first, then the ranks."""
+    n, r = topology.num_nodes, topology.num_ranks
+    dist = np.full((n, n), INF)
+    for link in topology.links:
+        dist[link.src, link.dst] = min(dist[link.src, link.dst], link.latency)
+    np.fill_diagonal(dist, 0.0)
+    for k in range(r, n):
+        np.minimum(dist, dist[:, k : k + 1] + dist[k : k + 1, :], out=dist)
+    switch_only = dist.copy()
+    for k in range(r):
+        np.minimum(dist, dist[:, k : k + 1] + dist[k : k + 1, :], out=dist)
+    return switch_only[:r, :r], dist[:r, :r]
+
+
+def _hop_distances(adjacency: np.ndarray) -> np.ndarray:
+    """BFS distances in a directed graph given as a boolean matrix, all sources at once (one
+    matrix product per level)."""
+    r = adjacency.shape[0]
+    hops = np.full((r, r), -1, dtype=np.int64)
+    frontier = np.eye(r, dtype=bool)
+    reached = frontier.copy()
+    hops[frontier] = 0
+    step = adjacency.astype(np.float32)
+    level = 0
+    while frontier.any():
+        level += 1
+        frontier = ((frontier.astype(np.float32) @ step) > 0) & ~reached
+        hops[frontier] = level
+        reached |= frontier
+    return hops
+
+
 def latency_facts(topology: Topology) -> LatencyFacts:
-    """α-distances and hop distances between all ranks (Dijkstra and BFS from every rank)."""
+    """α-distances and hop distances between all ranks."""
     r = topology.num_ranks
-    alpha = np.zeros((r, r))
-    direct = np.full((r, r), INF)
-    for a in range(r):
-        alpha[a] = _dijkstra(topology, a, through_ranks=True)[:r]
-        direct[a] = _dijkstra(topology, a, through_ranks=False)[:r]
+    if topology.num_nodes <= FLOYD_MAX_NODES:
+        direct, alpha = _floyd(topology)
+        direct = direct.copy()
+    else:
+        alpha = np.zeros((r, r))
+        direct = np.full((r, r), INF)
+        for a in range(r):
+            alpha[a] = _dijkstra(topology, a, through_ranks=True)[:r]
+            direct[a] = _dijkstra(topology, a, through_ranks=False)[:r]
     np.fill_diagonal(direct, INF)
     min_alpha = float(direct.min()) if r > 1 else 0.0
-    adjacency = [np.flatnonzero(np.isfinite(direct[a])).tolist() for a in range(r)]
-    hops = np.full((r, r), -1, dtype=np.int64)
-    for a in range(r):
-        hops[a, a] = 0
-        queue = deque([a])
-        while queue:
-            u = queue.popleft()
-            for v in adjacency[u]:
-                if hops[a, v] < 0:
-                    hops[a, v] = hops[a, u] + 1
-                    queue.append(v)
+    hops = _hop_distances(np.isfinite(direct))
+    alpha = np.ascontiguousarray(alpha)
     alpha.setflags(write=False)
     hops.setflags(write=False)
     return LatencyFacts(alpha, hops, min_alpha)
