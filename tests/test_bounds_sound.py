@@ -243,3 +243,116 @@ def test_allreduce_can_beat_reduce_scatter_plus_allgather_bounds():
     assert cost < rs + ag
     assert bound_model(topo, Kind.ALLREDUCE).time_us(size) <= cost
     assert OP_COPY != OP_REDUCE  # both ops appear above
+
+
+# ============================================================================ random schedules
+def switch_paths(topo: Topology, a: int, b: int, limit: int = 12) -> list[tuple[str, ...]]:
+    """Up to ``limit`` simple paths a → b through switches only, as ``via`` tuples (DFS order)."""
+    r = topo.num_ranks
+    found: list[tuple[str, ...]] = []
+
+    def walk(u: int, via: list[int], seen: set[int]) -> None:
+        for i in topo.out_links[u]:
+            if len(found) >= limit:
+                return
+            v = topo.links[i].dst
+            if v == b:
+                found.append(tuple(topo.node_name(w) for w in via))
+            elif v >= r and v not in seen:
+                walk(v, [*via, v], seen | {v})
+
+    walk(a, [], {a})
+    return found
+
+
+def random_copy_schedule(topo: Topology, collective, rng: random.Random) -> Schedule:
+    """A random valid schedule of a non-reduction collective: each step moves random chunks
+    between random ranks over random switch-only paths (some of them useless relays), and one
+    transfer per step always brings a missing chunk one rank-graph hop closer to a rank needing it."""
+    from synth.bounds.latency import latency_facts
+
+    r, g = topo.num_ranks, collective.num_chunks
+    holds = collective.initial_holders().copy()
+    need = collective.required()
+    hops = latency_facts(topo).hops
+    paths = {(a, b): switch_paths(topo, a, b) for a in range(r) for b in range(r) if a != b}
+    steps = []
+    while not np.all(holds | ~need):
+        step, written = [], set()
+        missing = np.argwhere(need & ~holds)
+        d, c = missing[rng.randrange(len(missing))]
+        holders = np.flatnonzero(holds[:, c])
+        best = min((hops[h, d], h) for h in holders)[1]
+        options = [v for v in range(r) if paths.get((best, v)) and hops[v, d] < hops[best, d]]
+        v = rng.choice(options)
+        step.append(Transfer(int(best), int(v), int(c), "copy", rng.choice(paths[(best, v)])))
+        written.add((v, int(c)))
+        for _ in range(rng.randint(0, 2 * r)):
+            c = rng.randrange(g)
+            holders = np.flatnonzero(holds[:, c])
+            s = int(rng.choice(list(holders)))
+            targets = [v for v in range(r) if not holds[v, c] and (v, c) not in written and paths.get((s, v))]
+            if not targets:
+                continue
+            v = rng.choice(targets)
+            step.append(Transfer(s, v, c, "copy", rng.choice(paths[(s, v)])))
+            written.add((v, c))
+        for t in step:
+            holds[t.dst, t.chunk] = True
+        steps.append(step)
+    return schedule_from_steps(collective, steps, topology=topo)
+
+
+def random_schedule(topo: Topology, kind: Kind, rng: random.Random) -> Schedule:
+    from synth.collective import DUAL, Collective
+    from synth.transform import concat
+
+    r = topo.num_ranks
+    root = rng.randrange(r) if kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER) else None
+    k = rng.randint(1, 3)
+    if kind is Kind.ALLREDUCE:
+        if rng.random() < 0.5:  # reduce-scatter + allgather
+            rs = random_schedule_of(topo, Collective(Kind.REDUCE_SCATTER, r, k), rng)
+            ag = random_copy_schedule(topo, Collective(Kind.ALLGATHER, r, k), rng)
+            return concat([rs, ag], Collective(Kind.ALLREDUCE, r, r * k), "random")
+        root = rng.randrange(r)  # reduce + broadcast
+        red = random_schedule_of(topo, Collective(Kind.REDUCE, r, k, root), rng)
+        bc = random_copy_schedule(topo, Collective(Kind.BROADCAST, r, k, root), rng)
+        return concat([red, bc], Collective(Kind.ALLREDUCE, r, k), "random")
+    c = Collective(kind, r, k, root)
+    if kind in DUAL:
+        return random_schedule_of(topo, c, rng)
+    return random_copy_schedule(topo, c, rng)
+
+
+def random_schedule_of(topo: Topology, reduction, rng: random.Random) -> Schedule:
+    """A reduction as the dual of a random forward schedule on the reversed topology, keeping only
+    the first receipt of each (rank, chunk) so the forward schedule is a tree per chunk."""
+    from synth.collective import DUAL, Collective
+    from synth.transform import dual_reduction
+
+    forward_kind = DUAL[reduction.kind]
+    forward = random_copy_schedule(
+        topo.reversed(), Collective(forward_kind, reduction.num_ranks, reduction.chunks_per_piece, reduction.root), rng
+    )
+    return dual_reduction(forward, reduction, "random")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_schedules_on_random_topologies(seed):
+    topo = random_topology(100 + seed)
+    rng = random.Random(seed)
+    for kind in Kind:
+        schedule = random_schedule(topo, kind, rng)
+        check(schedule, topo)
+        assert_sound(schedule, topo, f"random schedule {seed} {kind.value}")
+
+
+@pytest.mark.parametrize("name", ["dgx1", "pcie-2socket", "dgx-a100x2", "ndv2x2"])
+def test_random_schedules_on_builtins(builtin, name):
+    topo = builtin(name)
+    rng = random.Random(name)
+    for kind in Kind:
+        schedule = random_schedule(topo, kind, rng)
+        check(schedule, topo)
+        assert_sound(schedule, topo, f"random schedule {name} {kind.value}")
