@@ -109,6 +109,9 @@ STAR = gen.nvswitch(4, 10.0, 0.5)  # 4 ranks on one switch, 10 GB/s each way, α
         (Kind.BROADCAST, us(MB, 10) + 1, "ingress"),
         (Kind.GATHER, us(3 * MB / 4, 10) + 1, "ingress"),
         (Kind.ALLREDUCE, us(6 * MB, 40) + 1, "total-ingress"),  # = 2(R−1)/R · size / B
+        (Kind.REDUCE_SCATTER, us(3 * MB / 4, 10) + 1, "egress"),
+        (Kind.SCATTER, us(3 * MB / 4, 10) + 1, "egress"),
+        (Kind.REDUCE, us(MB, 10) + 1, "ingress"),
     ],
 )
 def test_star_through_one_switch(kind, expected, binding):
@@ -304,6 +307,8 @@ def test_event_model_drops_the_step_floor(builtin):
     assert step.term("ingress").latency_us == pytest.approx(2 * 0.7)  # 2 hops, 0.7 µs each
     assert event.term("ingress").latency_us == 0.0
     assert event.term("latency").latency_us == step.term("latency").latency_us
+    assert step.step_floor_us == pytest.approx(1.4) and event.step_floor_us == 0.0
+    assert bound_model(t, "reduce_scatter").kind is Kind.REDUCE_SCATTER
     with pytest.raises(ValueError, match="cost model"):
         bound_model(t, Kind.ALLGATHER, model="fluid")
 

@@ -24,7 +24,7 @@ from typing import Any
 from synth.bounds import alltoall as a2a
 from synth.bounds.cuts import Cut, PairCut, RatioCut, max_ratio_cut, min_pair_cut, rank_ingress_cuts
 from synth.bounds.latency import LatencyFacts, latency_facts
-from synth.collective import Collective, Kind
+from synth.collective import Collective, Kind, parse_kind
 from synth.topology import Topology
 from synth.units import bandwidth_gbps
 
@@ -121,6 +121,9 @@ class BoundModel:
     terms: tuple[BoundTerm, ...]
     busbw_factor: float
     notes: tuple[str, ...] = field(default=())
+    #: What the step-synchronous model adds to every bandwidth bound: (fewest steps) × (smallest
+    #: transfer α); 0 in the event-driven model.
+    step_floor_us: float = 0.0
 
     def term(self, name: str) -> BoundTerm:
         for t in self.terms:
@@ -373,7 +376,7 @@ def bound_model(
     """
     if model not in MODELS:
         raise ValueError(f"unknown cost model {model!r} (expected one of {', '.join(MODELS)})")
-    collective = Collective(Kind(kind), topology.num_ranks, 1, root)
+    collective = Collective(parse_kind(kind) if isinstance(kind, str) else Kind(kind), topology.num_ranks, 1, root)
     key = (collective.kind, collective.root, model, lp_max_variables, solver)
     cache = topology.__dict__.setdefault("_bound_models", {})
     if key not in cache:
@@ -511,7 +514,7 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             f"only after >= {latency:g} us of link latency (and at least {int(facts.hops[lat_src, lat_dst])} transfer(s))",
         )
     )
-    return BoundModel(terms=tuple(terms), notes=tuple(notes), **base)
+    return BoundModel(terms=tuple(terms), notes=tuple(notes), step_floor_us=floor, **base)
 
 
 __all__ = [
