@@ -112,7 +112,8 @@ def max_ratio_cut(topology: Topology, sinks: Sequence[int], start: Cut) -> Ratio
     (This is ForestColl's test.) Rather than bisect on λ, each failing test yields a minimum cut S
     whose ratio is larger than λ; λ jumps to it (a Dinkelbach step, which converges in a few
     steps). The max-flow is nondecreasing in λ, so a rank that passed stays passed when λ grows:
-    one pass over the sinks suffices, about |sinks| + (number of jumps) max-flows in all.
+    one pass over the sinks suffices, about |sinks| + (number of jumps) max-flows in all. And a
+    sink that passed covers every cut holding it, so it then feeds later sinks without limit.
 
     ``start`` is any valid cut (its ratio is the first λ); the result's cut is the binding one.
     """
@@ -129,7 +130,7 @@ def max_ratio_cut(topology: Topology, sinks: Sequence[int], start: Cut) -> Ratio
     target = r_count * (1.0 - FLOW_SLACK)
     lam = start_ratio
     flows = 0
-    for u in sinks:
+    for u in _near_first(topology, sinks):
         while True:
             caps = [lam * b for b in bw] + unit
             result = net.max_flow(caps, source, u, limit=target)
@@ -143,7 +144,34 @@ def max_ratio_cut(topology: Topology, sinks: Sequence[int], start: Cut) -> Ratio
                 break  # a float tie: this cut is no better than the one we have
             lam = ratio
             best = RatioCut(ratio, Cut(sink_side, bandwidth), outside, flows)
+        # every cut holding u is now known to be no worse than λ (and stays so as λ grows), so
+        # later sinks need only the cuts without u: u joins the source with unlimited supply,
+        # which gives their flows short, wide augmenting paths (Hao and Orlin's sink sequence)
+        unit[u] = INF
     return RatioCut(best.ratio, best.cut, best.outside_ranks, flows)
+
+
+def _near_first(topology: Topology, sinks: Sequence[int]) -> list[int]:
+    """The sinks in breadth-first order over the (undirected) links from the first one, so each
+    sink is close to those already checked."""
+    wanted = set(sinks)
+    if len(wanted) <= 1:
+        return list(sinks)
+    neighbours: list[list[int]] = [[] for _ in range(topology.num_nodes)]
+    for link in topology.links:
+        neighbours[link.src].append(link.dst)
+        neighbours[link.dst].append(link.src)
+    first = sinks[0]
+    seen, order, queue = {first}, [], [first]
+    for v in queue:
+        if v in wanted:
+            order.append(v)
+        for w in sorted(neighbours[v]):
+            if w not in seen:
+                seen.add(w)
+                queue.append(w)
+    order += [v for v in sinks if v not in seen]  # unreachable ones (not in a valid topology)
+    return order
 
 
 # ============================================================================ pairwise min cuts
