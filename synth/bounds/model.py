@@ -326,7 +326,7 @@ def _needs(c: Collective) -> _Need:
     raise ValueError(kind)
 
 
-def _per_rank(topology: Topology, needs: list[Fraction], cuts: list[Cut], name: str, verb: str, prep: str):
+def _per_rank(topology: Topology, needs: list[Fraction], cuts: list[Cut], verb: str, prep: str):
     """max over ranks of need / effective bandwidth, as (us_per_byte, explanation) or None."""
     best = None
     for v, (need, cut) in enumerate(zip(needs, cuts)):
@@ -338,11 +338,7 @@ def _per_rank(topology: Topology, needs: list[Fraction], cuts: list[Cut], name: 
     if best is None:
         return None
     value, v, need, cut = best
-    own = sum(
-        link.bandwidth
-        for link in topology.links
-        if (link.dst == v if prep == "reach" else link.src == v) and link.src != link.dst
-    )
+    own = topology.rank_ingress(v) if prep == "reach" else topology.rank_egress(v)
     where = "" if math.isclose(cut.bandwidth, own, rel_tol=1e-12) else f" (of its {_gbps(own)} links)"
     text = f"rank {topology.node_name(v)} must {verb} {_frac(need)}; at most {_gbps(cut.bandwidth)}{where} can {prep} it"
     return value, text
@@ -428,10 +424,10 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         terms.append(BoundTerm(name, us_per_byte, floor, text + floor_text))
 
     needs = _needs(c)
-    ingress = _per_rank(topology, needs.receive, an.ingress(), "ingress", "receive", "reach")
+    ingress = _per_rank(topology, needs.receive, an.ingress(), "receive", "reach")
     if ingress:
         add("ingress", *ingress)
-    egress = _per_rank(topology, needs.send, an.egress(), "egress", "send", "leave")
+    egress = _per_rank(topology, needs.send, an.egress(), "send", "leave")
     if egress:
         add("egress", *egress)
 
