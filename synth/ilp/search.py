@@ -1,0 +1,531 @@
+"""Solving collectives with the ILP: step search, warm starts, duality, composition, schedules.
+
+`solve_collective` is the entry point behind the ``ilp`` method: it picks the step counts to try,
+builds `synth.ilp.formulation.Formulation` models, starts the solver from the best schedule that
+fits (a previous step count's solution or a classic baseline), turns the solution into a verified
+`Schedule`, and reports what was proven. Reductions are built by SCCL's duality (reduce and
+reduce-scatter are broadcast and allgather on the reversed topology, run backwards with copies
+turned into reduces); allreduce is reduce-scatter then allgather.
+
+Every search ends: the step counts tried are bounded (``max_steps``) and the whole call shares
+one time budget (``time_limit``); a stop request (Ctrl-C, or a progress callback returning True)
+ends the current solve and keeps the best schedule found so far.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from synth.bounds import bound_model
+from synth.bounds.latency import latency_facts
+from synth.collective import DUAL, Collective, Kind
+from synth.errors import NotApplicable
+from synth.ilp.formulation import (
+    MAX_ROUTES_PER_PAIR,
+    OBJECTIVES,
+    Formulation,
+    Infeasible,
+    ModelSize,
+    enumerate_routes,
+    truncated_pairs,
+)
+from synth.ilp.solve import SOLVERS, Progress, SolveResult, solve
+from synth.ilp.symmetry import SymmetryGroup, find_symmetry
+from synth.schedule import Schedule, ScheduleBuilder
+from synth.topology import Topology, topologies_equal
+from synth.transform import concat, dual_reduction
+from synth.units import format_size
+from synth.verify import check
+
+METHOD = "ilp"
+
+#: The size the time objective optimizes for when none is given (nccl-tests bytes).
+DEFAULT_SIZE = 1 << 20
+
+#: The whole call's time budget (s) when none is given.
+DEFAULT_TIME_LIMIT = 60.0
+
+#: With the time objective and no ``steps``, step counts from the latency bound up to this many
+#: more are tried (fewer when more steps cannot beat the best schedule found).
+EXTRA_STEPS = 3
+
+#: Largest model (variables) built; beyond it the call refuses with a hint instead of grinding.
+MAX_VARIABLES = 200_000
+
+
+@dataclass(frozen=True)
+class IlpOptions:
+    """How to search. ``steps`` None: a search over step counts (see `solve_collective`)."""
+
+    steps: int | None = None
+    objective: str = "time"
+    size: int = DEFAULT_SIZE
+    time_limit: float | None = DEFAULT_TIME_LIMIT
+    solver: str = "highs"
+    symmetry: bool = True
+    max_steps: int | None = None
+    warm_start: bool = True
+    #: Pipelined schedules: every chunk of a piece is its own *wave*, all waves follow one
+    #: template of ``pipeline`` stages, wave w starting at step w (so k chunks per piece give
+    #: pipeline + k − 1 steps). The model then has the size of one wave whatever k is.
+    pipeline: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps must be at least 1, got {self.steps}")
+        if self.size <= 0:
+            raise ValueError(f"size must be positive, got {self.size}")
+        if self.time_limit is not None and self.time_limit <= 0:
+            raise ValueError(f"time limit must be positive, got {self.time_limit}")
+        if self.pipeline is not None and self.pipeline < 1:
+            raise ValueError(f"pipeline stages must be at least 1, got {self.pipeline}")
+        if self.pipeline is not None and self.steps is not None:
+            raise ValueError("give either steps or pipeline stages, not both")
+
+
+@dataclass
+class Outcome:
+    """A solved collective: the verified schedule and what the solver proved about it.
+
+    ``status``: "optimal" (proven for this step count and chunking, within the solver's relative
+    gap of 10⁻⁴, among the schedules the model admits: see `symmetry_order`) or "feasible" (the
+    search was cut: ``stopped_by`` says by what, ``gap`` how far from proven). ``objective`` and
+    ``bound`` are in the objective's units (µs for time, rounds for rounds).
+    """
+
+    schedule: Schedule
+    steps: int
+    status: str
+    stopped_by: str | None
+    objective: float
+    bound: float | None
+    rounds: int
+    time_us: float
+    elapsed: float
+    model: ModelSize | None
+    symmetry_order: int
+    meets_lower_bound: bool
+    #: what the model assumed (symmetry, pipelining, route limits): "optimal" means optimal among
+    #: such schedules, unless ``meets_lower_bound`` (then optimal among all schedules)
+    restrictions: tuple[str, ...] = ()
+    phases: list[Outcome] = field(default_factory=list)
+
+    @property
+    def gap(self) -> float | None:
+        if self.bound is None:
+            return None
+        return max(0.0, self.objective - self.bound) / max(abs(self.objective), 1e-12)
+
+
+class _Budget:
+    """The call's shared deadline and stop flag."""
+
+    def __init__(self, time_limit: float | None, stop: threading.Event | None):
+        self.start = time.perf_counter()
+        self.deadline = None if time_limit is None else self.start + time_limit
+        self.stop = stop or threading.Event()
+
+    def remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return max(0.01, self.deadline - time.perf_counter())
+
+    def exhausted(self) -> bool:
+        return self.stop.is_set() or (self.deadline is not None and time.perf_counter() >= self.deadline)
+
+
+# ============================================================================= step-synchronous cost
+def sync_time_us(schedule: Schedule, topology: Topology, size: float) -> float:
+    """FORMATS.md step-synchronous time (µs) of ``schedule`` at ``size`` bytes: a step lasts its
+    longest transfer, Σα over the path plus the largest bytes/bandwidth of its links."""
+    # Private stand-in for synth.simulate (being built in parallel); replaced once it lands.
+    cb = schedule.collective.chunk_bytes(size)
+    index = topology.node_index
+    route_ends: dict[tuple[int, int, int], list[int]] = {}
+    bandwidth = topology.bandwidth_array
+    latency = topology.latency_array
+    total = 0.0
+    for s in range(schedule.num_steps):
+        sl = schedule.step_slice(s)
+        if sl.start == sl.stop:
+            continue
+        paths = []
+        load = np.zeros(len(topology.links))
+        for src, dst, rid in zip(schedule.src[sl], schedule.dst[sl], schedule.route[sl]):
+            key = (int(src), int(dst), int(rid))
+            links = route_ends.get(key)
+            if links is None:
+                nodes = [int(src), *(index[name] for name in schedule.routes[int(rid)]), int(dst)]
+                links = route_ends[key] = [topology.link_index[(a, b)] for a, b in itertools.pairwise(nodes)]
+            paths.append(links)
+            load[links] += cb
+        seconds = load / (1e3 * bandwidth)
+        total += max(float(latency[p].sum() + seconds[p].max()) for p in paths)
+    return total
+
+
+# ============================================================================= forward solves
+def minimum_steps(topology: Topology, collective: Collective) -> int:
+    """The fewest steps any schedule needs: the largest hop distance, in the rank graph, from a
+    chunk's holders to a rank that needs it."""
+    hops = latency_facts(topology).hops
+    holders = collective.initial_holders()
+    needs = collective.required() & ~holders
+    best = 0
+    for c in np.unique(np.flatnonzero(needs.any(axis=0))):
+        src = np.flatnonzero(holders[:, c])
+        dst = np.flatnonzero(needs[:, c])
+        best = max(best, int(hops[np.ix_(src, dst)].min(axis=0).max()))
+    return best
+
+
+def _cleanup(transfers: list[tuple[int, int, int, int, tuple[int, ...]]], collective: Collective) -> list:
+    """Drop transfers into ranks that neither need the chunk nor pass it on later (the solver may
+    leave such relays where they cost nothing). Removing a transfer only lowers link loads, so
+    the cost never rises; repeated until no relay is useless."""
+    need = collective.required()
+    while True:
+        last_send: dict[tuple[int, int], int] = {}
+        for s, src, _dst, c, _via in transfers:
+            last_send[(src, c)] = max(s, last_send.get((src, c), -1))
+        kept = [t for t in transfers if need[t[2], t[3]] or last_send.get((t[2], t[3]), -1) > t[0]]
+        if len(kept) == len(transfers):
+            return kept
+        transfers = kept
+
+
+def _build_schedule(topology: Topology, collective: Collective, steps: list, num_steps: int, params: dict[str, Any]) -> Schedule:
+    builder = ScheduleBuilder(collective, topology, METHOD, params)
+    names = topology.node_name
+    per_step: list[list] = [[] for _ in range(num_steps)]
+    for s, src, dst, c, via in steps:
+        per_step[s].append((src, dst, c, "copy", tuple(names(w) for w in via)))
+    for transfers in per_step:
+        if transfers:
+            builder.add_step(transfers)
+    return builder.build()
+
+
+def _baselines(topology: Topology, collective: Collective) -> list[Schedule]:
+    """Classic schedules of the same collective and chunking (warm-start candidates)."""
+    from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
+
+    out = []
+    for method in CLASSIC_METHODS:
+        if not METHODS[method].serves(collective.kind):
+            continue
+        try:
+            out.append(synthesize(topology, collective.kind, method, root=collective.root, chunks=collective.chunks_per_piece))
+        except (NotApplicable, ValueError):
+            continue
+    return out
+
+
+def _bound_for(topology: Topology, collective: Collective, objective: str, size: float, unit: float) -> tuple[float, float]:
+    """(model cut, lower bound on the real time at ``size``) from synth.bounds."""
+    model = bound_model(topology, collective.kind, collective.root)
+    real = model.time_us(size)
+    if objective == "rounds":
+        cb = collective.chunk_bytes(size)
+        return model.us_per_byte * size * 1e3 * unit / cb, real
+    return real, real
+
+
+def solve_forward(
+    topology: Topology,
+    collective: Collective,
+    options: IlpOptions,
+    *,
+    progress: Callable[[Progress], bool | None] | None = None,
+    budget: _Budget | None = None,
+    group: SymmetryGroup | None = None,
+    warm: list[Schedule] | None = None,
+) -> Outcome:
+    """A non-reduction collective solved directly (see `solve_collective`)."""
+    budget = budget or _Budget(options.time_limit, None)
+    if topology.num_ranks < 2:
+        raise NotApplicable("the ilp method needs at least 2 ranks")
+    if group is None:
+        group = find_symmetry(topology) if options.symmetry else None
+    routes = enumerate_routes(topology)
+    s_min = max(1, minimum_steps(topology, collective))
+    objective = "time" if options.objective == "steps" else options.objective
+    waves = collective.chunks_per_piece if options.pipeline is not None else 1
+    if options.pipeline is not None:
+        candidates = [options.pipeline]
+    elif options.steps is not None:
+        candidates = [options.steps]
+    elif options.objective == "time":
+        top = options.max_steps if options.max_steps is not None else s_min + EXTRA_STEPS
+        candidates = list(range(s_min, max(s_min, top) + 1))
+    elif options.objective == "rounds":
+        candidates = [s_min]
+    else:  # steps: the first feasible step count
+        top = options.max_steps if options.max_steps is not None else s_min + 2 * topology.num_ranks
+        candidates = list(range(s_min, max(s_min, top) + 1))
+    unit = float(min(link.bandwidth for link in topology.links))
+    cut, real_bound = _bound_for(topology, collective, objective, options.size, unit)
+    facts = latency_facts(topology)
+    bm = bound_model(topology, collective.kind, collective.root)
+    starts = list(warm or [])
+    if options.warm_start:
+        starts += _baselines(topology, collective)
+    best: Outcome | None = None
+    infeasible_reasons = []
+    for steps in candidates:
+        if best is not None and budget.exhausted():
+            break
+        if best is not None and objective == "time" and options.steps is None:
+            # more steps cost at least their α floor on top of the bandwidth bound
+            floor = (steps + waves - 1) * facts.min_transfer_alpha + bm.us_per_byte * options.size
+            if floor >= best.time_us:
+                break
+        try:
+            form = Formulation(
+                topology,
+                collective,
+                steps,
+                waves=waves,
+                objective=objective,
+                size=options.size,
+                group=group,
+                routes=routes,
+                lower_bound=cut,
+            )
+        except Infeasible as exc:
+            infeasible_reasons.append(str(exc))
+            continue
+        if form.model.num_cols > MAX_VARIABLES:
+            raise NotApplicable(
+                f"the ILP for {collective.describe()} in {steps} steps would have {form.model.num_cols} variables "
+                f"(limit {MAX_VARIABLES}); use fewer --chunks or --steps"
+            )
+        start = None
+        if starts:
+            encoded = [v for v in (form.encode(s) for s in starts) if v is not None]
+            if encoded:
+                start = min(encoded, key=form.model.objective)
+        result = solve(
+            form.model,
+            solver=options.solver,
+            time_limit=budget.remaining(),
+            warm_start=start,
+            progress=progress,
+            stop=budget.stop,
+        )
+        if result.status == "infeasible":
+            infeasible_reasons.append(f"no schedule in {steps} step(s) (proven by the solver)")
+            continue
+        if not result.has_solution:
+            if budget.exhausted():
+                break
+            continue
+        outcome = _outcome(topology, collective, form, result, options, real_bound, cut)
+        starts.insert(0, outcome.schedule)
+        if best is None or _better(outcome, best, objective):
+            best = outcome
+        if options.objective == "steps":
+            break
+        if outcome.meets_lower_bound:
+            break
+    if best is None:
+        if budget.stop.is_set():
+            raise NotApplicable(f"interrupted before the ILP found a schedule for {collective.describe()}")
+        if budget.exhausted():
+            raise NotApplicable(
+                f"the ILP found no schedule for {collective.describe()} within the time limit; raise --time-limit"
+            )
+        why = "; ".join(infeasible_reasons[-2:]) or "no step count tried"
+        raise NotApplicable(f"no schedule for {collective.describe()} with the steps tried ({why})")
+    return best
+
+
+def _better(a: Outcome, b: Outcome, objective: str) -> bool:
+    if objective == "rounds":
+        return (a.rounds, a.time_us) < (b.rounds, b.time_us)
+    return a.time_us < b.time_us - 1e-9
+
+
+def _outcome(
+    topology: Topology,
+    collective: Collective,
+    form: Formulation,
+    result: SolveResult,
+    options: IlpOptions,
+    real_bound: float,
+    cut: float,
+) -> Outcome:
+    assert result.values is not None
+    transfers = _cleanup(form.transfers(result.values), collective)
+    rounds = form.rounds_of(result.values)
+    params: dict[str, Any] = {
+        "objective": options.objective,
+        "steps_searched": form.num_steps,
+        "status": result.status,
+        "rounds": rounds,
+        "solver": result.solver,
+        "symmetry": form.group.order,
+    }
+    if options.objective in ("time", "steps"):
+        params["size"] = int(options.size)
+    if form.waves > 1:
+        params["pipeline"] = {"stages": form.steps, "waves": form.waves}
+    if result.status != "optimal":
+        params["stopped_by"] = result.stopped_by
+        if result.gap is not None:
+            params["gap"] = round(result.gap, 6)
+    schedule = _build_schedule(topology, collective, transfers, form.num_steps, params)
+    check(schedule, topology)
+    time_us = sync_time_us(schedule, topology, options.size)
+    return Outcome(
+        schedule=schedule,
+        steps=schedule.num_steps,
+        status=result.status,
+        stopped_by=result.stopped_by,
+        objective=float(result.objective if result.objective is not None else math.nan),
+        bound=result.bound,
+        rounds=rounds,
+        time_us=time_us,
+        elapsed=result.elapsed,
+        model=form.size_info,
+        symmetry_order=form.group.order,
+        meets_lower_bound=rounds <= math.ceil(cut - 1e-6) if form.objective == "rounds" else time_us <= real_bound * (1 + 1e-6),
+        restrictions=_restrictions(form),
+    )
+
+
+def _restrictions(form: Formulation) -> tuple[str, ...]:
+    """What the model assumed beyond the collective's rules (an optimum is optimal among these)."""
+    out = []
+    if form.group.order > 1:
+        out.append(f"invariant under {form.group.order} automorphisms")
+    if form.waves > 1:
+        out.append(f"pipelined: {form.waves} waves of one {form.steps}-stage template")
+    if truncated_pairs(form.topology):
+        out.append(f"at most {MAX_ROUTES_PER_PAIR} routes per rank pair")
+    return tuple(out)
+
+
+# ============================================================================= every collective
+def solve_collective(
+    topology: Topology,
+    collective: Collective,
+    options: IlpOptions | None = None,
+    *,
+    progress: Callable[[Progress], bool | None] | None = None,
+    stop: threading.Event | None = None,
+) -> Outcome:
+    """Solve any collective with the ILP and return the verified schedule with its proof status.
+
+    allgather, gather, broadcast, scatter and alltoall are solved directly; reduce and
+    reduce-scatter as the duals of broadcast and allgather on the reversed topology; allreduce as
+    reduce-scatter then allgather, with k (chunks per piece) a multiple of the rank count.
+    Step counts: ``options.steps`` if given; else for the time objective the latency bound up to
+    `EXTRA_STEPS` more (stopping when more steps cannot help); for rounds the latency bound; for
+    steps the smallest feasible.
+    """
+    options = options or IlpOptions()
+    budget = _Budget(options.time_limit, stop)
+    kind = collective.kind
+    if kind in DUAL:
+        forward = solve_forward(
+            topology.reversed(),
+            Collective(DUAL[kind], collective.num_ranks, collective.chunks_per_piece, collective.root),
+            options,
+            progress=progress,
+            budget=budget,
+        )
+        return _dual(forward, collective, topology)
+    if kind is Kind.ALLREDUCE:
+        r, k = collective.num_ranks, collective.chunks_per_piece
+        if k % r:
+            raise NotApplicable(
+                "ilp allreduce runs reduce-scatter then allgather, so --chunks must be a multiple of the rank count "
+                f"{r} (got {k})"
+            )
+        per_piece = k // r
+        allgather = Collective(Kind.ALLGATHER, r, per_piece)
+        ag = solve_forward(topology, allgather, options, progress=progress, budget=budget)
+        if topologies_equal(topology, topology.reversed()):
+            rs = _dual(ag, Collective(Kind.REDUCE_SCATTER, r, per_piece), topology)  # same machine both ways
+        else:
+            rs = _dual(
+                solve_forward(topology.reversed(), allgather, options, progress=progress, budget=budget),
+                Collective(Kind.REDUCE_SCATTER, r, per_piece),
+                topology,
+            )
+        params = {
+            "phases": ["reduce-scatter", "allgather"],
+            "reduce_scatter": dict(rs.schedule.params),
+            "allgather": dict(ag.schedule.params),
+        }
+        schedule = concat([rs.schedule, ag.schedule], collective, METHOD, params)
+        check(schedule, topology)
+        status = "optimal" if rs.status == ag.status == "optimal" else "feasible"
+        return Outcome(
+            schedule=schedule,
+            steps=schedule.num_steps,
+            status=status,
+            stopped_by=ag.stopped_by or rs.stopped_by,
+            objective=rs.objective + ag.objective,
+            bound=None if rs.bound is None or ag.bound is None else rs.bound + ag.bound,
+            rounds=rs.rounds + ag.rounds,
+            time_us=sync_time_us(schedule, topology, options.size),
+            elapsed=time.perf_counter() - budget.start,
+            model=ag.model,
+            symmetry_order=ag.symmetry_order,
+            meets_lower_bound=False,
+            phases=[rs, ag],
+        )
+    return solve_forward(topology, collective, options, progress=progress, budget=budget)
+
+
+def _dual(forward: Outcome, reduction: Collective, topology: Topology) -> Outcome:
+    """The reduction dual to a forward schedule solved on the reversed topology; it costs the
+    same (every link's load moves to its reverse, which has the same bandwidth and α)."""
+    params = dict(forward.schedule.params)
+    params["dual_of"] = forward.schedule.collective.kind.value
+    schedule = dual_reduction(forward.schedule, reduction, METHOD, params)
+    check(schedule, topology)
+    return replace(forward, schedule=schedule)
+
+
+def describe(outcome: Outcome) -> str:
+    """One line: steps, rounds, status (with gap and what cut the search), predicted time."""
+    status = outcome.status
+    if status != "optimal":
+        gap = outcome.gap
+        status = f"not proven optimal ({outcome.stopped_by or 'stopped'}{f', gap {100 * gap:.2f}%' if gap is not None else ''})"
+    elif outcome.meets_lower_bound:
+        status = "proven optimal (meets the lower bound)"
+    elif outcome.restrictions:
+        status = f"proven optimal among schedules {', '.join(outcome.restrictions)}"
+    else:
+        status = "proven optimal"
+    return f"{outcome.steps} steps, {outcome.rounds} rounds, {status}"
+
+
+__all__ = [
+    "DEFAULT_SIZE",
+    "DEFAULT_TIME_LIMIT",
+    "IlpOptions",
+    "Outcome",
+    "describe",
+    "format_size",
+    "minimum_steps",
+    "solve_collective",
+    "solve_forward",
+    "sync_time_us",
+]
