@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synth.bounds import BoundModel
 from synth.bounds.latency import latency_facts
 from synth.collective import Collective, Kind
 from synth.ilp.solve import LinearModel
@@ -67,6 +68,30 @@ MAX_ROUTES_PER_PAIR = 8
 
 #: Bytes per µs in one GB/s.
 _BYTES_PER_US = 1e3
+
+
+#: Largest number of quanta one chunk may take on a link for busy time to be counted in quanta.
+MAX_QUANTA_PER_CHUNK = 10_000
+
+
+def _quanta(bandwidth: np.ndarray) -> np.ndarray | None:
+    """Per link, the time one chunk takes in units of the largest common quantum (an integer
+    array), or None if the bandwidths have no reasonable common quantum."""
+    from fractions import Fraction
+
+    rates = [1 / Fraction(float(bw)).limit_denominator(1000) for bw in bandwidth]
+    num = 0
+    den = 1
+    for rate in rates:
+        num = math.gcd(num, rate.numerator)
+        den = den * rate.denominator // math.gcd(den, rate.denominator)
+    quantum = Fraction(num, den)
+    counts = [rate / quantum for rate in rates]
+    if any(c.denominator != 1 or c > MAX_QUANTA_PER_CHUNK for c in counts):
+        return None
+    if any(abs(float(1 / Fraction(float(bw)).limit_denominator(1000)) - 1 / bw) > 1e-12 / bw for bw in bandwidth):
+        return None
+    return np.array([int(c) for c in counts], dtype=np.int64)
 
 
 class Infeasible(Exception):
@@ -168,7 +193,7 @@ class Formulation:
         size: float = 1 << 20,
         group: SymmetryGroup | None = None,
         routes: tuple[Route, ...] | None = None,
-        lower_bound: float | None = None,
+        bounds: BoundModel | None = None,
     ):
         if collective.is_reduction:
             raise ValueError("reductions are built by duality from their forward collective")
@@ -199,7 +224,7 @@ class Formulation:
         self.chunk_perm = action
         self.unit = float(min(link.bandwidth for link in topology.links))
         self.chunk_bytes = collective.chunk_bytes(self.size)
-        self._build(lower_bound)
+        self._build(bounds)
 
     # ================================================================================ building
     def _representatives(self) -> np.ndarray:
@@ -213,7 +238,11 @@ class Formulation:
                 seen[self.chunk_perm[:, c]] = True
         return np.array(reps, dtype=np.int64)
 
-    def _build(self, lower_bound: float | None) -> None:
+    def rounds_lower_bound(self, bounds: BoundModel) -> float:
+        """The bandwidth bound of `synth.bounds` in rounds (of this model's unit and chunk size)."""
+        return bounds.us_per_byte * self.size * _BYTES_PER_US * self.unit / self.chunk_bytes
+
+    def _build(self, bounds: BoundModel | None) -> None:
         topo, coll, S = self.topology, self.template, self.steps
         r = topo.num_ranks
         hops = latency_facts(topo).hops
@@ -320,18 +349,35 @@ class Formulation:
                     sel = by_link[int(li)] & in_interval[i]
                     if sel.any():
                         model.add_row(np.append(y[e_col[sel]], rounds[i]), np.append(e_coef[sel], -cap), -math.inf, 0.0)
-            if lower_bound is not None:
-                model.add_row(rounds, self.multiplicity, math.ceil(lower_bound - 1e-6), math.inf)
+            if bounds is not None:
+                model.add_row(rounds, self.multiplicity, math.ceil(self.rounds_lower_bound(bounds) - 1e-6), math.inf)
         else:
             per_chunk_us = self.chunk_bytes / (_BYTES_PER_US * bandwidth)
-            busy = np.array([model.add_cols(1, cost=m, lo=0.0, hi=math.inf, integer=False)[0] for m in self.multiplicity])
+            # Busy time in whole quanta: every link's time per chunk is an integer number of
+            # quanta (the gcd of the links' 1/bandwidth), so a step's busy time, the largest of
+            # integers times the quantum, is an integer number of quanta too. Integral busy
+            # columns cut off fractional loads in the relaxation without losing any schedule.
+            steps_per_chunk = _quanta(bandwidth) if __import__("os").environ.get("ILPQ", "1") == "1" else None
+            if steps_per_chunk is not None:
+                quantum_us = float(per_chunk_us[0] / steps_per_chunk[0])
+                weight = steps_per_chunk.astype(float)
+            else:
+                quantum_us, weight = 1.0, per_chunk_us
+            self.quantum_us = quantum_us
+            self.model_integer_busy = steps_per_chunk is not None
+            busy = np.array(
+                [
+                    model.add_cols(1, cost=m * quantum_us, lo=0.0, hi=math.inf, integer=steps_per_chunk is not None)[0]
+                    for m in self.multiplicity
+                ]
+            )
             self.busy = busy
             for li in rep_links:
                 for i in range(n_int):
                     sel = by_link[int(li)] & in_interval[i]
                     if sel.any():
                         model.add_row(
-                            np.append(y[e_col[sel]], busy[i]), np.append(e_coef[sel] * per_chunk_us[li], -1.0), -math.inf, 0.0
+                            np.append(y[e_col[sel]], busy[i]), np.append(e_coef[sel] * weight[li], -1.0), -math.inf, 0.0
                         )
             # latency: one binary per (stage, distinct route α) saying the stage uses such a route;
             # a step costs at least the largest α of its active stages' routes
@@ -353,10 +399,19 @@ class Formulation:
                     for i, (lo, hi) in enumerate(self.intervals):
                         if lo <= t <= hi:
                             model.add_row([latency[i], v], [1.0, -float(alpha)], 0.0, math.inf)
-            if lower_bound is not None:
+            if bounds is not None:
+                # valid cuts: the whole time, its bandwidth part and its latency part each at
+                # least their lower bound (docs/bounds.md: every step costs at least its α, and
+                # the busy times add up to at least the bandwidth bound)
+                scaled = self.multiplicity * quantum_us
                 model.add_row(
-                    np.concatenate((busy, latency)), np.concatenate((self.multiplicity, self.multiplicity)), lower_bound, math.inf
+                    np.concatenate((busy, latency)),
+                    np.concatenate((scaled, self.multiplicity)),
+                    bounds.time_us(self.size),
+                    math.inf,
                 )
+                model.add_row(busy, scaled, bounds.us_per_byte * self.size, math.inf)
+                model.add_row(latency, self.multiplicity, bounds.latency_us, math.inf)
 
         # interchangeable chunks: same sources and destinations → order by weighted transfer count
         weights = (S - col_s + 1).astype(float)
@@ -442,7 +497,8 @@ class Formulation:
             values[self.rounds] = np.ceil((load / (bandwidth[:, None] / self.unit)).max(axis=0) - 1e-9)
             return
         per_chunk_us = self.chunk_bytes / (_BYTES_PER_US * bandwidth)
-        values[self.busy] = (load * per_chunk_us[:, None]).max(axis=0)
+        busy_us = (load * per_chunk_us[:, None]).max(axis=0)
+        values[self.busy] = np.round(busy_us / self.quantum_us) if self.model_integer_busy else busy_us
         stage_alpha = np.zeros(self.steps + 1)
         for t in range(1, self.steps + 1):
             for k, alpha in enumerate(self.alpha_classes):

@@ -14,9 +14,9 @@ The walk (`pareto_frontier`):
   chunk; a k is skipped when even that cannot beat the best rounds per chunk already found (at
   this S or a smaller one), and each tried (S, k) minimises the rounds exactly;
 - the walk stops when the best rounds per chunk meets LB (no more steps can help), when S steps
-  can no longer beat the best known schedule (classic baselines and frontier points) at any size
-  of ``sizes`` (every S-step schedule takes at least S·α_min + the bandwidth bound), at
-  ``max_steps``, or when the time budget runs out.
+  (beyond the first S tried) can no longer beat the best known schedule (classic baselines and
+  frontier points) at any size of ``sizes`` (every S-step schedule takes at least S·α_min + the
+  bandwidth bound), at ``max_steps``, or when the time budget runs out.
 
 Each point says whether its rounds were proven optimal (or the time limit cut the solve, with the
 gap) and its predicted step-synchronous time at the sizes.
@@ -184,7 +184,8 @@ def pareto_frontier(
         for p in points:
             for size in sizes:
                 known[size] = min(known[size], p.times_us[size])
-        if all(s * facts.min_transfer_alpha + bm.us_per_byte * size >= known[size] for size in sizes):
+        first = s == max(1, minimum_steps(topo, collective))
+        if not first and all(s * facts.min_transfer_alpha + bm.us_per_byte * size >= known[size] for size in sizes):
             stopped = f"{s} steps cannot beat the best known schedule at any size"
             break
         order = sorted(range(1, max_chunks + 1), key=lambda k: (math.ceil(lb * k - 1e-6) / k, k))

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from synth.bounds import bound_model
+from synth.bounds import BoundModel, bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
@@ -233,16 +233,6 @@ def _baselines(topology: Topology, collective: Collective) -> list[Schedule]:
     return out
 
 
-def _bound_for(topology: Topology, collective: Collective, objective: str, size: float, unit: float) -> tuple[float, float]:
-    """(model cut, lower bound on the real time at ``size``) from synth.bounds."""
-    model = bound_model(topology, collective.kind, collective.root)
-    real = model.time_us(size)
-    if objective == "rounds":
-        cb = collective.chunk_bytes(size)
-        return model.us_per_byte * size * 1e3 * unit / cb, real
-    return real, real
-
-
 def solve_forward(
     topology: Topology,
     collective: Collective,
@@ -275,8 +265,6 @@ def solve_forward(
     else:  # steps: the first feasible step count
         top = options.max_steps if options.max_steps is not None else s_min + 2 * topology.num_ranks
         candidates = list(range(s_min, max(s_min, top) + 1))
-    unit = float(min(link.bandwidth for link in topology.links))
-    cut, real_bound = _bound_for(topology, collective, objective, options.size, unit)
     facts = latency_facts(topology)
     bm = bound_model(topology, collective.kind, collective.root)
     starts = list(warm or [])
@@ -302,7 +290,7 @@ def solve_forward(
                 size=options.size,
                 group=group,
                 routes=routes,
-                lower_bound=cut,
+                bounds=bm,
             )
         except Infeasible as exc:
             infeasible_reasons.append(str(exc))
@@ -332,7 +320,7 @@ def solve_forward(
             if budget.exhausted():
                 break
             continue
-        outcome = _outcome(topology, collective, form, result, options, real_bound, cut)
+        outcome = _outcome(topology, collective, form, result, options, bm)
         starts.insert(0, outcome.schedule)
         if best is None or _better(outcome, best, objective):
             best = outcome
@@ -364,8 +352,7 @@ def _outcome(
     form: Formulation,
     result: SolveResult,
     options: IlpOptions,
-    real_bound: float,
-    cut: float,
+    bounds: BoundModel,
 ) -> Outcome:
     assert result.values is not None
     transfers = _cleanup(form.transfers(result.values), collective)
@@ -395,15 +382,28 @@ def _outcome(
         status=result.status,
         stopped_by=result.stopped_by,
         objective=float(result.objective if result.objective is not None else math.nan),
-        bound=result.bound,
+        bound=_known_bound(form, result, bounds, options),
         rounds=rounds,
         time_us=time_us,
         elapsed=result.elapsed,
         model=form.size_info,
         symmetry_order=form.group.order,
-        meets_lower_bound=rounds <= math.ceil(cut - 1e-6) if form.objective == "rounds" else time_us <= real_bound * (1 + 1e-6),
+        meets_lower_bound=(
+            rounds <= math.ceil(form.rounds_lower_bound(bounds) - 1e-6)
+            if form.objective == "rounds"
+            else time_us <= bounds.time_us(options.size) * (1 + 1e-6)
+        ),
         restrictions=_restrictions(form),
     )
+
+
+def _known_bound(form: Formulation, result: SolveResult, bounds: BoundModel, options: IlpOptions) -> float | None:
+    """The best lower bound known on the model's optimum: the solver's, or synth.bounds' when
+    that is larger (a solve stopped early may not have one)."""
+    physical = math.ceil(form.rounds_lower_bound(bounds) - 1e-6) if form.objective == "rounds" else bounds.time_us(options.size)
+    if result.bound is None:
+        return float(physical)
+    return max(float(result.bound), float(physical))
 
 
 def _restrictions(form: Formulation) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,13 +196,28 @@ def solve(
     return run(model, time_limit, warm_start, progress, stop)
 
 
-def _wait(worker: threading.Thread, stop: threading.Event, on_interrupt: Callable[[], None]) -> bool:
-    """Join ``worker``; a KeyboardInterrupt (Ctrl-C) sets ``stop``, tells the solver, and keeps
-    waiting for it to hand back its best solution. Returns True if Ctrl-C was pressed."""
-    interrupted = False
-    while worker.is_alive():
+def _run_in_thread(target: Callable[[], object], name: str) -> threading.Event:
+    """Start ``target`` in a daemon thread; the returned event is set when it has returned."""
+    done = threading.Event()
+
+    def run() -> None:
         try:
-            worker.join(0.05)
+            target()
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
+
+
+def _wait(done: threading.Event, stop: threading.Event, on_interrupt: Callable[[], None]) -> bool:
+    """Wait for ``done``; a KeyboardInterrupt (Ctrl-C) sets ``stop``, tells the solver, and keeps
+    waiting for it to hand back its best solution. Returns True if Ctrl-C was pressed. (An event,
+    not Thread.join: a join interrupted by Ctrl-C can leave the thread reported as finished.)"""
+    interrupted = False
+    while not done.is_set():
+        try:
+            done.wait(0.05)
         except KeyboardInterrupt:
             interrupted = True
             stop.set()
@@ -247,7 +263,7 @@ def _solve_highs(
         h.setSolution(model.num_cols, np.arange(model.num_cols, dtype=np.int32), np.asarray(warm_start, dtype=float))
 
     t0 = time.perf_counter()
-    state = {"incumbent": None, "bound": None, "last_log": 0.0}
+    state: dict = {"incumbent": None, "bound": None, "last_log": 0.0, "solution": None}
 
     def report(event: str) -> None:
         if progress is None:
@@ -262,6 +278,10 @@ def _solve_highs(
             e.interrupt()
 
     def on_improving(e) -> None:
+        # keep our own copy: after an interrupt HiGHS does not always hand its incumbent back
+        solution = np.array(e.data_out.mip_solution, dtype=float)
+        if solution.size == model.num_cols:
+            state["solution"] = solution
         state["incumbent"] = float(e.data_out.objective_function_value)
         bd = float(e.data_out.mip_dual_bound)
         if math.isfinite(bd):
@@ -281,9 +301,7 @@ def _solve_highs(
     h.cbMipImprovingSolution.subscribe(on_improving)
     h.cbMipLogging.subscribe(on_logging)
 
-    worker = threading.Thread(target=h.run, name="highs", daemon=True)
-    worker.start()
-    interrupted = _wait(worker, stop, lambda: None)
+    interrupted = _wait(_run_in_thread(h.run, "highs"), stop, lambda: None)
     elapsed = time.perf_counter() - t0
 
     status = h.getModelStatus()
@@ -292,15 +310,18 @@ def _solve_highs(
     has_solution = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
     values = np.asarray(h.getSolution().col_value, dtype=float) if has_solution else None
     objective = float(info.objective_function_value) if has_solution else None
+    kept = state["solution"]
+    if values is None and kept is not None and model.violation(kept) is None:
+        values, objective = kept, model.objective(kept)
     bound = float(info.mip_dual_bound) if math.isfinite(float(info.mip_dual_bound)) else None
     stopped_by = None
-    if status == ms.kOptimal:
+    if status == ms.kOptimal and values is not None:
         result_status = "optimal"
         bound = objective if bound is None else bound
     elif status == ms.kInfeasible:
         result_status = "infeasible"
     else:
-        result_status = "feasible" if has_solution else "unknown"
+        result_status = "feasible" if values is not None else "unknown"
         if status == ms.kTimeLimit:
             stopped_by = "time limit"
         elif status in (ms.kInterrupt, ms.kHighsInterrupt) or interrupted or stop.is_set():
@@ -329,7 +350,7 @@ def _solve_cbc(
     problem = pulp.LpProblem("synth_ilp", pulp.LpMinimize)
     width = len(str(max(model.num_cols - 1, 0)))
     cols = [
-        pulp.LpVariable(
+        problem.add_variable(
             f"x{j:0{width}d}",
             lowBound=float(lo[j]),
             upBound=None if math.isinf(hi[j]) else float(hi[j]),
@@ -349,11 +370,14 @@ def _solve_cbc(
             problem += pulp.LpConstraint(expr, pulp.LpConstraintGE, f"r{i}l", float(rlo[i]))
         if not math.isinf(rhi[i]):
             problem += pulp.LpConstraint(expr, pulp.LpConstraintLE, f"r{i}u", float(rhi[i]))
-    command = pulp.PULP_CBC_CMD(msg=False)
+    with warnings.catch_warnings():
+        # pulp 3.3 announces that its bundled CBC moves to an extra in pulp 4; it is still here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        command = pulp.PULP_CBC_CMD(msg=False)
     with tempfile.TemporaryDirectory(prefix="synth-cbc-") as tmp:
         mps, sol, mst = (os.path.join(tmp, f"model.{ext}") for ext in ("mps", "sol", "mst"))
         variables, variable_names, constraint_names, _ = problem.writeMPS(mps, rename=1)
-        args = [command.path, mps, "-threads", "1", "-randomSeed", "1", "-ratio", str(MIP_REL_GAP)]
+        args = [command.path, mps, "-threads", "1", "-randomSeed", "1", "-ratio", str(MIP_REL_GAP), "-timeMode", "elapsed"]
         if time_limit is not None:
             args += ["-sec", f"{float(time_limit):g}"]
         if warm_start is not None:
@@ -395,8 +419,7 @@ def _solve_cbc(
                 if stop.is_set():
                     _interrupt(child)
 
-        reader = threading.Thread(target=read_log, name="cbc-log", daemon=True)
-        reader.start()
+        reader = _run_in_thread(read_log, "cbc-log")
 
         def watch() -> None:
             while child.poll() is None:
