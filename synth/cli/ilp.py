@@ -161,6 +161,10 @@ def ilp_cmd(
     lower = bound_model(topo, kind, coll.root).time_us(size_bytes)
     t = sync_time_us(schedule, topo, size_bytes)
     click.echo(f"{describe(outcome)}; solved in {elapsed:.1f} s")
+    if len(outcome.tried) > 1:
+        for attempt in outcome.tried:
+            time_text = f", {attempt.time_us:.3f} us" if attempt.time_us is not None else ""
+            click.echo(f"  {attempt.steps} steps: {attempt.status}{time_text}")
     click.echo(
         f"predicted {t:.3f} us at {format_size(size_bytes)} (algbw {bandwidth_gbps(size_bytes, t):.2f} GB/s); "
         f"lower bound {lower:.3f} us ({100 * lower / t:.1f}% of it)"

@@ -95,6 +95,16 @@ class IlpOptions:
             raise ValueError("give either steps or pipeline stages, not both")
 
 
+@dataclass(frozen=True)
+class Tried:
+    """One step count a search solved: steps, what was proven, objective, predicted time (µs)."""
+
+    steps: int
+    status: str
+    objective: float | None
+    time_us: float | None
+
+
 @dataclass
 class Outcome:
     """A solved collective: the verified schedule and what the solver proved about it.
@@ -121,6 +131,8 @@ class Outcome:
     #: such schedules, unless ``meets_lower_bound`` (then optimal among all schedules)
     restrictions: tuple[str, ...] = ()
     phases: list[Outcome] = field(default_factory=list)
+    #: every step count the search solved, in order (the outcome is the best of them)
+    tried: list[Tried] = field(default_factory=list)
 
     @property
     def gap(self) -> float | None:
@@ -272,7 +284,8 @@ def solve_forward(
         starts += _baselines(topology, collective)
     best: Outcome | None = None
     infeasible_reasons = []
-    for steps in candidates:
+    tried: list[Tried] = []
+    for position, steps in enumerate(candidates):
         if best is not None and budget.exhausted():
             break
         if best is not None and objective == "time" and options.steps is None:
@@ -294,6 +307,7 @@ def solve_forward(
             )
         except Infeasible as exc:
             infeasible_reasons.append(str(exc))
+            tried.append(Tried(steps + waves - 1, "infeasible", None, None))
             continue
         if form.model.num_cols > MAX_VARIABLES:
             raise NotApplicable(
@@ -308,19 +322,22 @@ def solve_forward(
         result = solve(
             form.model,
             solver=options.solver,
-            time_limit=budget.remaining(),
+            time_limit=_share(budget, len(candidates) - position, best is not None),
             warm_start=start,
             progress=progress,
             stop=budget.stop,
         )
         if result.status == "infeasible":
             infeasible_reasons.append(f"no schedule in {steps} step(s) (proven by the solver)")
+            tried.append(Tried(form.num_steps, "infeasible", None, None))
             continue
         if not result.has_solution:
+            tried.append(Tried(form.num_steps, "no schedule (" + (result.stopped_by or "stopped") + ")", None, None))
             if budget.exhausted():
                 break
             continue
         outcome = _outcome(topology, collective, form, result, options, bm)
+        tried.append(Tried(form.num_steps, _status_text(outcome), outcome.objective, outcome.time_us))
         starts.insert(0, outcome.schedule)
         if best is None or _better(outcome, best, objective):
             best = outcome
@@ -328,6 +345,8 @@ def solve_forward(
             break
         if outcome.meets_lower_bound:
             break
+    if best is not None:
+        best.tried = tried
     if best is None:
         if budget.stop.is_set():
             raise NotApplicable(f"interrupted before the ILP found a schedule for {collective.describe()}")
@@ -338,6 +357,16 @@ def solve_forward(
         why = "; ".join(infeasible_reasons[-2:]) or "no step count tried"
         raise NotApplicable(f"no schedule for {collective.describe()} with the steps tried ({why})")
     return best
+
+
+def _share(budget: _Budget, left: int, have_schedule: bool) -> float | None:
+    """The time a solve may take: once a schedule is in hand, the rest of the budget is shared
+    evenly by the step counts still to try, so a hard one cannot starve the others; before
+    that, all of it."""
+    remaining = budget.remaining()
+    if remaining is None or not have_schedule:
+        return remaining
+    return max(0.01, remaining / max(1, left))
 
 
 def _better(a: Outcome, b: Outcome, objective: str) -> bool:
@@ -502,19 +531,24 @@ def _dual(forward: Outcome, reduction: Collective, topology: Topology) -> Outcom
     return replace(forward, schedule=schedule)
 
 
-def describe(outcome: Outcome) -> str:
-    """One line: steps, rounds, status (with gap and what cut the search), predicted time."""
-    status = outcome.status
-    if status != "optimal":
+def _status_text(outcome: Outcome) -> str:
+    if outcome.status != "optimal":
         gap = outcome.gap
-        status = f"not proven optimal ({outcome.stopped_by or 'stopped'}{f', gap {100 * gap:.2f}%' if gap is not None else ''})"
-    elif outcome.meets_lower_bound:
-        status = "proven optimal (meets the lower bound)"
-    elif outcome.restrictions:
-        status = f"proven optimal among schedules {', '.join(outcome.restrictions)}"
-    else:
-        status = "proven optimal"
-    return f"{outcome.steps} steps, {outcome.rounds} rounds, {status}"
+        return f"not proven optimal ({outcome.stopped_by or 'stopped'}{f', gap {100 * gap:.2f}%' if gap is not None else ''})"
+    if outcome.meets_lower_bound:
+        return "proven optimal (meets the lower bound)"
+    if outcome.restrictions:
+        return f"proven optimal among schedules {', '.join(outcome.restrictions)}"
+    return "proven optimal"
+
+
+def describe(outcome: Outcome) -> str:
+    """One line: steps, rounds, status (with gap and what cut the search); for a search over
+    step counts, the status is for the step count of the schedule (see ``Outcome.tried``)."""
+    text = f"{outcome.steps} steps, {outcome.rounds} rounds, {_status_text(outcome)}"
+    if len(outcome.tried) > 1:
+        text += f" for {outcome.steps} steps"
+    return text
 
 
 __all__ = [
@@ -522,6 +556,7 @@ __all__ = [
     "DEFAULT_TIME_LIMIT",
     "IlpOptions",
     "Outcome",
+    "Tried",
     "describe",
     "format_size",
     "minimum_steps",
