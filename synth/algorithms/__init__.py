@@ -116,6 +116,8 @@ METHODS: dict[str, Method] = {
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
+#: NCCL's own algorithms, rebuilt as verified schedules (docs/baselines.md)
+NCCL_METHODS: tuple[str, ...] = ("multiring", "double-binary-tree", "hierarchical")
 
 
 def get_method(name: str) -> Method:

@@ -60,7 +60,7 @@ def _load_ratio(topology: Topology, router: Router, pairs: list[tuple[int, int]]
     load = np.zeros(len(topology.links), dtype=np.float64)
     index = topology.link_index
     for a, b in pairs:
-        route = router.route(a, b)
+        route = router.routes_from(a).get(b)  # one search per source serves all its pairs
         if route is None:
             return None
         nodes = [a, *route.via, b]

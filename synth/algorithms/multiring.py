@@ -69,11 +69,10 @@ class _Steps:
             logical: list[LogicalStep] = [logical_step(s, d, c) for s, d, c, _, _ in cat]
             return lower_copies(topology, collective, logical, METHOD, params, router)
         builder = ScheduleBuilder(collective, topology, METHOD, params)
-        route_ids = [[builder.route_id(via) for via in hops] for hops in plan.routes]
+        route_ids = np.array([[builder.route_id(via) for via in hops] for hops in plan.routes], dtype=np.int64)
         for src, dst, chunk, channel, hop in cat:
             if src.size:
-                route = np.array([route_ids[c][h] for c, h in zip(channel.tolist(), hop.tolist())], dtype=np.int64)
-                builder.add_step_arrays(src, dst, chunk, OP_COPY, route)
+                builder.add_step_arrays(src, dst, chunk, OP_COPY, route_ids[channel, hop])
         return builder.build()
 
 
