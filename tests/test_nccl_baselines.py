@@ -236,6 +236,12 @@ def test_hierarchical_phases_on_fattree(builtin):
                 assert t.src % 8 == t.dst % 8  # across hosts only between equal local indices
     assert kinds == ["intra"] + ["inter"] * 30 + ["intra"]
     assert schedule.step(0)[0].op == "reduce" and schedule.step(31)[0].op == "copy"
+    # the 8 rails were routed separately; spread_routes balances their rack crossings over the
+    # 2 spines: 8 transfers leave each rack per step, 4 on each uplink
+    for step in range(1, 31):
+        loads = _link_loads(schedule, topo, step)
+        uplinks = [n for (a, b), n in loads.items() if topo.node_name(b).startswith("spine")]
+        assert max(uplinks) == 4
 
 
 def test_hierarchical_on_dgx1_boxes_uses_their_rings(builtin):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.routing import Router, _hamiltonian_cycle, ring_order, router_for
+from synth.schedule import Schedule, ScheduleBuilder
 from synth.topology import Topology
 
 MAX_CHANNELS = 8
@@ -355,3 +356,49 @@ def _multi_host(
             best_total, best_count = channels, len(chosen)
     kept = chosen[:best_count]
     return _channels_of(topology, paths, [r for r, _ in kept], "multi-host", [h for _, h in kept])
+
+
+def spread_routes(schedule: Schedule, topology: Topology, router: Router | None = None) -> Schedule:
+    """The same transfers, each moved (where the machine offers several equally good switch paths,
+    e.g. a fat-tree's spines) to the path its step loads least, like an adaptive ECMP.
+
+    Schedules assembled from parts built separately (one per host or rail) inherit the same
+    hash-based route choices in every part; spreading them restores balance. Only transfers whose
+    current path is one of the best paths are moved, and only to another best path."""
+    router = router or router_for(topology)
+    paths = _Paths(topology, router)
+    index = topology.node_index
+    bw = topology.bandwidth_array
+    builder = ScheduleBuilder.like(schedule)
+    remap = np.array([builder.route_id(r) for r in schedule.routes], dtype=np.int64)
+    # per (src, dst, route id): the links it uses, and the equally good paths it may move to
+    current: dict[tuple[int, int, int], np.ndarray] = {}
+    options: dict[tuple[int, int, int], list[np.ndarray] | None] = {}
+
+    def classify(a: int, b: int, r: int) -> None:
+        nodes = [a, *(index[name] for name in schedule.routes[r]), b]
+        links = np.array([topology.link_index[(u, v)] for u, v in itertools.pairwise(nodes)], dtype=np.int64)
+        best = paths.alternatives(a, b)
+        current[(a, b, r)] = links
+        options[(a, b, r)] = best if len(best) > 1 and any(np.array_equal(links, o) for o in best) else None
+
+    for s in range(schedule.num_steps):
+        sl = schedule.step_slice(s)
+        src, dst, route = schedule.src[sl], schedule.dst[sl], schedule.route[sl]
+        load = np.zeros(len(topology.links), dtype=np.float64)
+        final = remap[route]
+        movable: list[tuple[int, list[np.ndarray]]] = []
+        for i, key in enumerate(zip(src.tolist(), dst.tolist(), route.tolist())):
+            if key not in current:
+                classify(*key)
+            choice = options[key]
+            if choice is None:
+                np.add.at(load, current[key], 1.0)
+            else:
+                movable.append((i, choice))
+        for i, choice in movable:
+            best = min(choice, key=lambda links: (float(np.max((load[links] + 1.0) / bw[links])), float(np.sum(load[links]))))
+            np.add.at(load, best, 1.0)
+            final[i] = builder.route_id(paths.via_names(best))
+        builder.add_step_arrays(src, dst, schedule.chunk[sl], schedule.op[sl], final)
+    return builder.build()

@@ -36,7 +36,7 @@ import itertools
 
 import numpy as np
 
-from synth.algorithms._channels import pack_rings, ring_channels
+from synth.algorithms._channels import pack_rings, ring_channels, spread_routes
 from synth.algorithms._common import dispatcher
 from synth.algorithms._compose import overlap, parallel
 from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
@@ -241,7 +241,7 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
     up = parallel(reduces, collective, METHOD, align_end=True)
     down = parallel(broadcasts, collective, METHOD)
     params = dict(params, chunks_per_tree=[int(s.size) for s in shares])
-    return overlap(up, down, collective, METHOD, params)
+    return spread_routes(overlap(up, down, collective, METHOD, params), topology, router)
 
 
 def default_chunks(kind: Kind, topology: Topology) -> int:

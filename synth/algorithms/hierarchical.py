@@ -28,6 +28,7 @@ import itertools
 
 import numpy as np
 
+from synth.algorithms._channels import spread_routes
 from synth.algorithms._common import dispatcher
 from synth.algorithms._compose import connected, embed, induced_topology, overlap, parallel
 from synth.collective import Collective, Kind
@@ -150,7 +151,8 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
         "host_ranks": hosts,
     }
     first = overlap(in_hosts(Kind.REDUCE_SCATTER), across, collective, METHOD)
-    return overlap(first, in_hosts(Kind.ALLGATHER), collective, METHOD, params)
+    # the rails were routed separately, each with the same hash-based choice of spine: spread them
+    return spread_routes(overlap(first, in_hosts(Kind.ALLGATHER), collective, METHOD, params), topology, router)
 
 
 BUILDERS = {Kind.ALLREDUCE: allreduce}
