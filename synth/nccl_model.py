@@ -182,6 +182,8 @@ def model_inputs(topology: Topology, arch: str | None = None) -> ModelInputs:
     """Ranks, nodes, channels, per-channel bandwidth, hardware class and generation for the model."""
     if arch is not None and arch not in ARCHES:
         raise NotApplicable(f"unknown GPU generation {arch!r} (known: {', '.join(ARCHES)})")
+    if topology.num_ranks < 2:
+        raise NotApplicable("NCCL's cost model needs at least two ranks")
     plan = ring_channels(topology, router_for(topology))
     hosts = topology.host_groups
     nodes = 1 if None in hosts else len(hosts)

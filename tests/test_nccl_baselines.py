@@ -52,8 +52,16 @@ def test_builtins_verify(builtin, topology_name):
                 assert method == "hierarchical" and "one" in str(exc), (method, kind, exc)
                 continue
             assert verify(schedule, topo).ok, (method, kind)
-            if topo.num_ranks <= 16:
+            if topo.num_ranks <= 32:
                 assert numeric_replay(schedule), (method, kind)
+
+
+@pytest.mark.slow
+def test_fattree_numeric_replay(builtin):
+    topo = builtin("fattree-4rack")
+    for method in NCCL_METHODS:
+        for kind in _cases(method):
+            assert numeric_replay(synthesize(topo, kind, method)), (method, kind)
 
 
 @pytest.mark.parametrize("topology_name", sorted(SMALL_TOPOLOGIES))

@@ -3,6 +3,7 @@
 import pytest
 from click.testing import CliRunner
 
+from synth import generators as gen
 from synth.cli import main
 from synth.collective import Kind
 from synth.errors import NotApplicable
@@ -84,6 +85,8 @@ def test_pcie_disables_ll128_and_tree_serves_only_allreduce(builtin):
 def test_not_covered(builtin):
     with pytest.raises(NotApplicable, match="not gather"):
         nccl_model(builtin("dgx1"), "gather", [MIB])
+    with pytest.raises(NotApplicable, match="at least two ranks"):
+        nccl_model(gen.nvswitch(1, 100.0), "allreduce", [MIB])
     with pytest.raises(NotApplicable, match="unknown GPU generation"):
         nccl_model(builtin("dgx1"), "allreduce", [MIB], arch="pascal")
 

@@ -32,8 +32,8 @@ def nccl_model_cmd(topology, collective, sizes, arch):
         size_list = parse_sizes(sizes)
     except ValueError as exc:
         raise InputError("synth nccl-model", "--sizes", sizes, str(exc)) from None
-    inputs = model_inputs(topo, arch)
     predictions = nccl_model(topo, kind, size_list, arch=arch)
+    inputs = model_inputs(topo, arch)
     busbw = Collective(kind, topo.num_ranks).busbw_factor()
     nodes = f"{inputs.nodes} node{'s' if inputs.nodes > 1 else ''}"
     click.echo(
