@@ -83,34 +83,46 @@ def interior(tree: dict) -> set:
 
 
 # ================================================================================== rank trees
-def _sequence_score(sequence: list[int], width) -> tuple:
-    edges = []
-    for tree in double_tree(sequence):
-        edges.extend((p, c) for c, p in tree.items() if p is not None)
-    widths = [min(width(p, c), width(c, p)) for p, c in edges]
-    return (sum(1 for w in widths if w == 0), -min(widths, default=0.0), -sum(widths), sequence)
+def _edge_positions(n: int) -> np.ndarray:
+    """(parent, child) position pairs of both trees over a sequence of n items."""
+    parents = in_order_parents(n)
+    pairs = [(p, c) for c, p in enumerate(parents) if p >= 0]
+    pairs += [((p + 1) % n, (c + 1) % n) for c, p in enumerate(parents) if p >= 0]  # rotated by one
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
+
+
+def _best_sequence(sequences: np.ndarray, width: np.ndarray) -> list[int]:
+    """Among candidate sequences (one per row), the one whose double tree has the fewest edges
+    without a route, then the widest narrowest edge, then the most bandwidth, then the smallest."""
+    pos = _edge_positions(sequences.shape[1])
+    parent, child = sequences[:, pos[:, 0]], sequences[:, pos[:, 1]]
+    widths = np.minimum(width[parent, child], width[child, parent])  # both directions are used
+    keys = [sequences[:, i] for i in range(sequences.shape[1] - 1, -1, -1)]
+    keys += [-widths.sum(axis=1), -widths.min(axis=1), (widths == 0).sum(axis=1)]
+    return sequences[np.lexsort(keys)[0]].tolist()
 
 
 def _single_host_sequence(topology: Topology, router: Router) -> list[int]:
-    """An order of all ranks whose double tree has the fewest edges without a route, then the
-    widest narrowest edge, then the most bandwidth."""
+    """An order of all ranks for the two trees: the best rotation or reversal of a ring order, or,
+    when some tree edge would still lack a route and there are at most 8 ranks, of every order."""
     n = topology.num_ranks
-
-    def width(a: int, b: int) -> float:
-        route = router.route(a, b)
-        return route.bottleneck if route is not None else 0.0
-
-    candidates: list[list[int]] = []
+    width = np.zeros((n, n), dtype=np.float64)
+    for (a, b), w in router.rank_bandwidth.items():
+        width[a, b] = w
     rings = [list(r) for r in ring_channels(topology, router).rings] + [ring_order(topology, router)[0]]
+    candidates = []
     for ring in rings:
         for shift in range(n):
             rotated = ring[shift:] + ring[:shift]
             candidates.extend([rotated, rotated[::-1]])
-    best = min(_sequence_score(c, width) for c in candidates)
-    if best[0] > 0 and 2 < n <= _EXHAUSTIVE:
+    best = _best_sequence(np.array(candidates, dtype=np.int64), width)
+    pos = _edge_positions(n)
+    parent, child = np.array(best)[pos[:, 0]], np.array(best)[pos[:, 1]]
+    if 2 < n <= _EXHAUSTIVE and np.any(np.minimum(width[parent, child], width[child, parent]) == 0):
         # some tree edge lacks a route (a DGX-1): small machines try every order
-        best = min([best, *(_sequence_score(list(p), width) for p in itertools.permutations(range(n)))])
-    return list(best[3])
+        everything = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+        best = _best_sequence(everything, width)
+    return best
 
 
 def _host_chains(topology: Topology, router: Router, hosts: list[list[int]]) -> list[list[int]]:
