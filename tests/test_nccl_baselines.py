@@ -5,6 +5,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from synth import generators as gen
 from synth.algorithms import METHODS, make_collective, synthesize
@@ -12,6 +13,7 @@ from synth.algorithms._channels import ring_channels
 from synth.algorithms._compose import connected, induced_topology, overlap, parallel
 from synth.algorithms.double_binary_tree import double_tree, in_order_parents, interior, rank_trees
 from synth.builtin import BUILTIN_NAMES
+from synth.cli import main
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.schedule import schedule_from_steps
@@ -166,6 +168,15 @@ def test_rail_switches_force_same_parity_crossings(builtin):
     assert plan.channels == 8 and plan.total_bandwidth == 200.0
     for ring in plan.rings:
         assert ring[7] % 2 == ring[8] % 2  # rails are not connected: the crossing stays on one rail
+
+
+def test_default_file_name_uses_the_machine_dependent_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["synthesize", "dgx1", "-c", "allgather", "-m", "multiring"]).exit_code == 0
+    assert runner.invoke(main, ["synthesize", "dgx1", "-c", "allgather", "-m", "multiring", "-k", "12"]).exit_code == 0
+    names = sorted(p.name for p in (tmp_path / "generated" / "dgx1").iterdir())
+    assert names == ["allgather-multiring-k12.json", "allgather-multiring.json"]  # default k = 6 channels, unmarked
 
 
 def test_multiring_default_chunks_follow_channels(dgx1):
