@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from synth.algorithms import binomial, direct, recursive_doubling, recursive_halving, ring
+from synth.algorithms import (
+    binomial,
+    direct,
+    double_binary_tree,
+    hierarchical,
+    multiring,
+    recursive_doubling,
+    recursive_halving,
+    ring,
+)
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
@@ -29,6 +38,9 @@ class Method:
     collectives: frozenset[Kind]
     build: Callable[[Topology, Collective, Router | None], Schedule]
     default_chunks: Callable[[Kind, int], int]
+    #: for methods whose natural chunk count depends on the machine (e.g. one chunk per ring
+    #: channel); when set it is used instead of ``default_chunks``
+    topology_chunks: Callable[[Kind, Topology], int] | None = None
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives
@@ -78,9 +90,34 @@ METHODS: dict[str, Method] = {
         recursive_halving.synthesize,
         _ranks_for_allreduce,
     ),
+    "multiring": Method(
+        "multiring",
+        "NCCL's multi-channel rings: several rings over disjoint link capacity, each a share of the data",
+        multiring.COLLECTIVES,
+        multiring.synthesize,
+        _one,
+        multiring.default_chunks,
+    ),
+    "double-binary-tree": Method(
+        "double-binary-tree",
+        "NCCL's double binary tree allreduce: two complementary trees, half the data each, pipelined",
+        double_binary_tree.COLLECTIVES,
+        double_binary_tree.synthesize,
+        _one,
+        double_binary_tree.default_chunks,
+    ),
+    "hierarchical": Method(
+        "hierarchical",
+        "multi-host allreduce: reduce-scatter in hosts, allreduce across hosts, allgather in hosts",
+        hierarchical.COLLECTIVES,
+        hierarchical.synthesize,
+        _ranks_for_allreduce,
+    ),
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
+#: NCCL's own algorithms, rebuilt as verified schedules (docs/baselines.md)
+NCCL_METHODS: tuple[str, ...] = ("multiring", "double-binary-tree", "hierarchical")
 
 
 def get_method(name: str) -> Method:
@@ -99,7 +136,12 @@ def make_collective(
 ) -> Collective:
     """The collective a method will be asked for: default chunks per piece and root filled in."""
     m = get_method(method)
-    k = chunks if chunks is not None else m.default_chunks(kind, topology.num_ranks)
+    if chunks is not None:
+        k = chunks
+    elif m.topology_chunks is not None:
+        k = m.topology_chunks(kind, topology)
+    else:
+        k = m.default_chunks(kind, topology.num_ranks)
     return Collective(kind, topology.num_ranks, k, root)
 
 

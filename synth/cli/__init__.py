@@ -46,6 +46,7 @@ def _register() -> None:
     for command in schedule_cmds.COMMANDS:
         main.add_command(command)
     main.add_command(__import__("synth.cli.bound", fromlist=["bound_cmd"]).bound_cmd)
+    main.add_command(__import__("synth.cli.nccl_cmds", fromlist=["nccl_model_cmd"]).nccl_model_cmd)
 
 
 _register()
