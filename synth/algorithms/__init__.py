@@ -132,9 +132,10 @@ def methods_for(kind: Kind) -> list[str]:
 
 
 def make_collective(
-    topology: Topology, kind: Kind, method: str, root: int | None = None, chunks: int | None = None
+    topology: Topology, kind: Kind | str, method: str, root: int | None = None, chunks: int | None = None
 ) -> Collective:
     """The collective a method will be asked for: default chunks per piece and root filled in."""
+    kind = Kind(kind)
     m = get_method(method)
     if chunks is not None:
         k = chunks
