@@ -45,6 +45,7 @@ def _register() -> None:
     main.add_command(topo.topo)
     for command in schedule_cmds.COMMANDS:
         main.add_command(command)
+    main.add_command(__import__("synth.cli.simulate_cmd", fromlist=["simulate_cmd"]).simulate_cmd)
 
 
 _register()
