@@ -359,11 +359,13 @@ class _FlowRates:
     def update(self, finished_paths: np.ndarray, started_paths: np.ndarray) -> None:
         """Flows on ``finished_paths`` ended and flows on ``started_paths`` began (one entry per
         flow); bring every rate up to date."""
-        pf, cf = np.unique(finished_paths, return_counts=True)
-        fresh, new_in = np.unique(started_paths, return_counts=True)
+        # one entry per flow: repeated paths simply add up in the per-link sums below
+        pf, fresh = finished_paths, started_paths
+        cf = np.ones(pf.size, dtype=np.int64)
+        new_in = np.ones(fresh.size, dtype=np.int64)
         level = float(self.rate[pf].min()) if pf.size else np.inf
-        self.count[pf] -= cf
-        self.count[fresh] += new_in
+        np.subtract.at(self.count, pf, 1)
+        np.add.at(self.count, fresh, 1)
         active = np.flatnonzero(self.count > 0)
         if active.size == 0:
             self.tracked = False
@@ -400,7 +402,7 @@ class _FlowRates:
         threshold = level * (1.0 - 1e-9)
         old_count = self.count[active]  # flows in flight before this event's starts
         if fresh.size:
-            old_count[np.searchsorted(active, fresh)] -= new_in
+            np.subtract.at(old_count, np.searchsorted(active, fresh), new_in)
         recompute = (self.rate[active] >= threshold) | (old_count == 0)
         live = active[recompute]
         if live.size == active.size:
@@ -487,17 +489,18 @@ def simulate_events(
                 # groups whose last member just finished release their dependents
                 member = _gather(groups.member_ptr, groups.member, fin)
                 if member.size:
-                    g, cnt = np.unique(member, return_counts=True)
-                    group_left[g] -= cnt
-                    complete = g[group_left[g] == 0]
+                    np.subtract.at(group_left, member, 1)
+                    complete = member[group_left[member] == 0]
                     if complete.size:
+                        group_left[complete] = -1  # done; -1 also drops repeats below
+                        complete = np.unique(complete) if complete.size > 1 else complete
                         deps = _gather(groups.dependents_ptr, groups.dependents, complete)
                         if deps.size:
-                            u, cnt = np.unique(deps, return_counts=True)
-                            pending[u] -= cnt
-                            ready = u[pending[u] == 0]
+                            np.subtract.at(pending, deps, 1)
+                            ready = deps[pending[deps] == 0]
                             if ready.size:
-                                release(ready, now)
+                                pending[ready] = -1
+                                release(np.unique(ready) if ready.size > 1 else ready, now)
         started = []
         while heap and heap[0][0] <= now + tol:
             started.append(heapq.heappop(heap)[1])
