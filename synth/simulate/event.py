@@ -361,8 +361,6 @@ class _FlowRates:
         flow); bring every rate up to date."""
         # one entry per flow: repeated paths simply add up in the per-link sums below
         pf, fresh = finished_paths, started_paths
-        cf = np.ones(pf.size, dtype=np.int64)
-        new_in = np.ones(fresh.size, dtype=np.int64)
         level = float(self.rate[pf].min()) if pf.size else np.inf
         np.subtract.at(self.count, pf, 1)
         np.add.at(self.count, fresh, 1)
@@ -371,6 +369,8 @@ class _FlowRates:
             self.tracked = False
             return
         if self.incremental and self.tracked and active.size >= PARTIAL_MIN_PATHS:
+            cf = np.ones(pf.size, dtype=np.int64)
+            new_in = np.ones(fresh.size, dtype=np.int64)
             self.load -= self._per_link(pf, cf * self.rate[pf])
             self.flows_on += self._per_link(fresh, new_in) - self._per_link(pf, cf)
             if fresh.size:
@@ -450,14 +450,35 @@ def simulate_events(
 
     pending = np.diff(groups.waits_ptr).astype(np.int64)
     group_left = groups.size.copy()
-    heap: list[tuple[float, int]] = []  # (data start time, transfer)
+    # transfers paying their latency, as batches with one data-start time: (time, batch no, ids)
+    heap: list[tuple[float, int, np.ndarray]] = []
+    batches = 0
+    # scratch for dropping repeated ids without sorting: stamp[x] = the position x was last written to
+    group_stamp = np.zeros(groups.num_groups, dtype=np.int64)
+    transfer_stamp = np.zeros(n, dtype=np.int64)
+
+    def distinct(ids: np.ndarray, stamp: np.ndarray) -> np.ndarray:
+        if ids.size < 2:
+            return ids
+        positions = np.arange(ids.size, dtype=np.int64)
+        stamp[ids] = positions  # for a repeated id one of its positions wins, whichever
+        return ids[stamp[ids] == positions]
 
     def release(ready: np.ndarray, now: float) -> None:
+        nonlocal batches
         start[ready] = now
         ds = now + latency[ready]
         data_start[ready] = ds
-        for t, d in zip(ready.tolist(), ds.tolist()):
-            heapq.heappush(heap, (d, t))
+        times, inverse = (ds, None) if ds.size == 1 else np.unique(ds, return_inverse=True)
+        if times.size == 1:
+            heapq.heappush(heap, (float(times[0]), batches, ready))
+            batches += 1
+            return
+        order = np.argsort(inverse, kind="stable")
+        cuts = np.searchsorted(inverse[order], np.arange(1, times.size))
+        for t, ids in zip(times.tolist(), np.split(ready[order], cuts)):
+            heapq.heappush(heap, (t, batches, ids))
+            batches += 1
 
     release(np.flatnonzero(pending == 0), 0.0)
     act = np.zeros(0, dtype=np.int64)  # active transfers
@@ -490,21 +511,18 @@ def simulate_events(
                 member = _gather(groups.member_ptr, groups.member, fin)
                 if member.size:
                     np.subtract.at(group_left, member, 1)
-                    complete = member[group_left[member] == 0]
+                    complete = distinct(member[group_left[member] == 0], group_stamp)
                     if complete.size:
-                        group_left[complete] = -1  # done; -1 also drops repeats below
-                        complete = np.unique(complete) if complete.size > 1 else complete
                         deps = _gather(groups.dependents_ptr, groups.dependents, complete)
                         if deps.size:
                             np.subtract.at(pending, deps, 1)
-                            ready = deps[pending[deps] == 0]
+                            ready = distinct(deps[pending[deps] == 0], transfer_stamp)
                             if ready.size:
-                                pending[ready] = -1
-                                release(np.unique(ready) if ready.size > 1 else ready, now)
+                                release(ready, now)
         started = []
         while heap and heap[0][0] <= now + tol:
-            started.append(heapq.heappop(heap)[1])
-        new = np.array(started, dtype=np.int64) if started else no_flows
+            started.append(heapq.heappop(heap)[2])
+        new = (np.concatenate(started) if len(started) > 1 else started[0]) if started else no_flows
         if new.size:
             data_start[new] = now
             act = np.concatenate((act, new))
