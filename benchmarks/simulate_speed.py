@@ -5,10 +5,14 @@
 * the built-in fattree-4rack (128 GPUs): direct alltoall (16,256 transfers, all in flight at once)
   and ring allreduce (32,512 transfers), event-driven model at 1 KiB, 1 MiB and 1 GiB.
 
+With ``--fattree256``, also a direct alltoall on a 256-GPU fat-tree (4 racks x 8 servers x 8 GPUs,
+65,280 transfers in flight at once): the event-driven model with incremental rate updates and with
+rates recomputed from scratch at every event (synthesizing it takes most of a minute).
+
 Times are wall-clock seconds, with the process's CPU seconds in brackets (they differ when the
 machine is shared).
 
-    .venv/bin/python benchmarks/simulate_speed.py [--ranks 1024]
+    .venv/bin/python benchmarks/simulate_speed.py [--ranks 1024] [--fattree256]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from synth import generators as gen
 from synth.algorithms import synthesize
 from synth.builtin import get_topology
 from synth.simulate import Simulator
+from synth.simulate.event import simulate_events
 from synth.units import format_size, size_range
 
 
@@ -66,13 +71,33 @@ def fattree(kind: str) -> None:
         print(f"    {describe(out[0])} (sync: {describe(sim.sync([size])[0])})")
 
 
+def fattree256() -> None:
+    topo = gen.fattree(racks=4, servers=8, gpus=8)
+    schedule = synthesize(topo, "alltoall", "direct", verify=False)
+    counts = f"{schedule.num_steps} steps, {schedule.num_transfers} transfers"
+    print(f"direct alltoall on a 256-GPU fat-tree (4 x 8 x 8): {counts}")
+    sim = timed("paths", lambda: Simulator(schedule, topo))
+    timed("event: dependencies", lambda: sim.groups, "once per schedule")
+    timed("event: sharing network", lambda: sim.network, "once per schedule")
+    out = timed("event: 1MiB", lambda: sim.event([2**20], timeline=False))
+    print(f"    {describe(out[0])} (sync: {describe(sim.sync([2**20])[0])})")
+    args = (schedule, topo, sim.paths, sim.groups, sim.chunk_bytes(2**20), sim.network)
+    scratch = timed(
+        "event: 1MiB, from scratch", lambda: simulate_events(*args, incremental=False), "rates recomputed at every event"
+    )
+    assert abs(scratch.time_us - out[0].time_us) <= 1e-9 * out[0].time_us
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=1024)
+    parser.add_argument("--fattree256", action="store_true", help="also the 256-GPU fat-tree alltoall (slow to synthesize)")
     args = parser.parse_args()
     big_ring(args.ranks)
     fattree("alltoall")
     fattree("allreduce")
+    if args.fattree256:
+        fattree256()
 
 
 if __name__ == "__main__":
