@@ -99,6 +99,7 @@ def test_invalid_schedule_is_refused(tmp_path):
         (["-b", "1G", "-e", "8"], "-e"),
         (["-b", "0", "-e", "8"], "-b"),
         (["-f", "2"], "-b"),
+        (["-b", "1", "-e", "1G", "-i", "1"], "-i"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(args, fragment):

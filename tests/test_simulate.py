@@ -494,3 +494,12 @@ def test_empty_steps_take_no_time():
     assert sched.num_steps == 3
     for model in ("sync", "event"):
         assert times(sched, TWO, [10**4], model) == pytest.approx([2.5])
+
+
+def test_a_schedule_without_transfers_takes_no_time():
+    one = topology(["solo"], [])
+    sched = schedule_from_steps(Collective(Kind.ALLGATHER, 1, 1), [], one)
+    assert verify(sched, one).ok
+    for model in ("sync", "event"):
+        (result,) = simulate(sched, one, [1024], model)
+        assert result.time_us == 0.0 and result.algbw == float("inf") and result.busbw == 0.0

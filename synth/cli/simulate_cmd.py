@@ -19,6 +19,7 @@ from synth.units import parse_size, parse_sizes, size_range
 from synth.verify import verify
 
 WHERE = "synth simulate"
+MAX_SIZES = 100_000  # more sizes than this is a typo (-i 1 over gigabytes), not a request
 
 
 def sizes_from_options(
@@ -58,6 +59,8 @@ def sizes_from_options(
     if step is not None:
         if values["-i"] <= 0:
             raise InputError(WHERE, "-i", step, "the increment must be positive")
+        if (hi - lo) // values["-i"] + 1 > MAX_SIZES:
+            raise InputError(WHERE, "-i", step, f"gives more than {MAX_SIZES} sizes from {lo} to {hi} bytes")
         return size_range(lo, hi, step=values["-i"])
     try:
         f = float(factor) if factor is not None else 2.0

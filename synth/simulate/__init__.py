@@ -154,7 +154,8 @@ class Simulator:
 
     def _result(self, model: str, size: int, time_us: float, timeline: Timeline | None) -> SimResult:
         algbw = bandwidth_gbps(size, time_us) if size else 0.0
-        busbw = algbw * self.schedule.collective.busbw_factor()
+        factor = self.schedule.collective.busbw_factor()
+        busbw = algbw * factor if factor else 0.0  # one rank: no bus traffic (not inf × 0)
         return SimResult(model, int(size), float(time_us), float(algbw), float(busbw), timeline)
 
     def _timeline(self, start: np.ndarray, data_start: np.ndarray, end: np.ndarray) -> Timeline:
