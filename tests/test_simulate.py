@@ -487,6 +487,9 @@ def test_sync_timeline_places_transfers_in_their_steps():
         assert entry.links == (RING4.link_index[(entry.src, entry.dst)],)
     idx, begin, _end = tl.link_intervals(RING4.link_index[(0, 1)])
     assert idx.tolist() == [0, 4, 8] and begin.tolist() == pytest.approx([0.7, 2.4, 4.1])
+    ptr, carried = tl.by_link(len(RING4.links))
+    for link in range(len(RING4.links)):
+        assert carried[ptr[link] : ptr[link + 1]].tolist() == tl.link_intervals(link)[0].tolist()
 
 
 def test_empty_steps_take_no_time():

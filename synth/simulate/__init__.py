@@ -104,6 +104,16 @@ class Timeline:
         t = t[order]
         return t, self.data_start_us[t], self.end_us[t]
 
+    def by_link(self, num_links: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every directed link's transfers at once, as CSR ``(ptr, transfers)``: link ℓ carries
+        ``transfers[ptr[ℓ]:ptr[ℓ + 1]]``, ordered by data start then index (``num_links`` is
+        ``len(topology.links)``)."""
+        entry_transfer = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.link_ptr))
+        order = np.lexsort((entry_transfer, self.data_start_us[entry_transfer], self.link_ids))
+        ptr = np.zeros(num_links + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.link_ids, minlength=num_links), out=ptr[1:])
+        return ptr, entry_transfer[order]
+
 
 @dataclass(frozen=True)
 class SimResult:
