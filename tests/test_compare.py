@@ -4,8 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from synth.cli import main
-from synth.compare import compare, default_methods
 from synth.collective import Kind
+from synth.compare import compare, default_methods
 
 
 @pytest.fixture(scope="module")
