@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-all lint generated topologies clean
+.PHONY: setup demo test test-all lint bench generated topologies clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
@@ -31,6 +31,10 @@ test-all: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check synth tests benchmarks
 	$(BIN)/ruff format --check synth tests benchmarks
+
+## The standard benchmark suite: every built-in x collective x size x method against the bound.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/suite.py --readme
 
 ## Rebuild generated/ and the built-in topology files from their recipes.
 generated: $(STAMP)

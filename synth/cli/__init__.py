@@ -48,6 +48,7 @@ def _register() -> None:
     main.add_command(__import__("synth.cli.bound", fromlist=["bound_cmd"]).bound_cmd)
     main.add_command(__import__("synth.cli.nccl_cmds", fromlist=["nccl_model_cmd"]).nccl_model_cmd)
     main.add_command(__import__("synth.cli.simulate_cmd", fromlist=["simulate_cmd"]).simulate_cmd)
+    main.add_command(__import__("synth.cli.compare_cmd", fromlist=["compare_cmd"]).compare_cmd)
 
 
 _register()
