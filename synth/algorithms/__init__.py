@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from synth import ilp
-from synth.algorithms import binomial, direct, recursive_doubling, recursive_halving, ring
+from synth.algorithms import (
+    binomial,
+    direct,
+    double_binary_tree,
+    hierarchical,
+    multiring,
+    recursive_doubling,
+    recursive_halving,
+    ring,
+)
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
@@ -32,6 +41,9 @@ class Method:
     collectives: frozenset[Kind]
     build: Callable[..., Schedule]
     default_chunks: Callable[[Kind, int], int]
+    #: for methods whose natural chunk count depends on the machine (e.g. one chunk per ring
+    #: channel); when set it is used instead of ``default_chunks``
+    topology_chunks: Callable[[Kind, Topology], int] | None = None
     #: Keyword options ``build`` accepts beyond (topology, collective, router).
     options: frozenset[str] = frozenset()
 
@@ -83,17 +95,42 @@ METHODS: dict[str, Method] = {
         recursive_halving.synthesize,
         _ranks_for_allreduce,
     ),
+    "multiring": Method(
+        "multiring",
+        "NCCL's multi-channel rings: several rings over disjoint link capacity, each a share of the data",
+        multiring.COLLECTIVES,
+        multiring.synthesize,
+        _one,
+        multiring.default_chunks,
+    ),
+    "double-binary-tree": Method(
+        "double-binary-tree",
+        "NCCL's double binary tree allreduce: two complementary trees, half the data each, pipelined",
+        double_binary_tree.COLLECTIVES,
+        double_binary_tree.synthesize,
+        _one,
+        double_binary_tree.default_chunks,
+    ),
+    "hierarchical": Method(
+        "hierarchical",
+        "multi-host allreduce: reduce-scatter in hosts, allreduce across hosts, allgather in hosts",
+        hierarchical.COLLECTIVES,
+        hierarchical.synthesize,
+        _ranks_for_allreduce,
+    ),
     "ilp": Method(
         "ilp",
         "exact ILP (HiGHS/CBC): optimal time, rounds or steps for given steps and chunks (synth ilp for options)",
         ilp.COLLECTIVES,
         ilp.synthesize,
         _ranks_for_allreduce,
-        ilp.OPTION_NAMES,
+        options=ilp.OPTION_NAMES,
     ),
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
+#: NCCL's own algorithms, rebuilt as verified schedules (docs/baselines.md)
+NCCL_METHODS: tuple[str, ...] = ("multiring", "double-binary-tree", "hierarchical")
 
 
 def get_method(name: str) -> Method:
@@ -108,11 +145,17 @@ def methods_for(kind: Kind) -> list[str]:
 
 
 def make_collective(
-    topology: Topology, kind: Kind, method: str, root: int | None = None, chunks: int | None = None
+    topology: Topology, kind: Kind | str, method: str, root: int | None = None, chunks: int | None = None
 ) -> Collective:
     """The collective a method will be asked for: default chunks per piece and root filled in."""
+    kind = Kind(kind)
     m = get_method(method)
-    k = chunks if chunks is not None else m.default_chunks(kind, topology.num_ranks)
+    if chunks is not None:
+        k = chunks
+    elif m.topology_chunks is not None:
+        k = m.topology_chunks(kind, topology)
+    else:
+        k = m.default_chunks(kind, topology.num_ranks)
     return Collective(kind, topology.num_ranks, k, root)
 
 

@@ -46,6 +46,9 @@ def _register() -> None:
     for command in schedule_cmds.COMMANDS:
         main.add_command(command)
     main.add_command(__import__("synth.cli.bound", fromlist=["bound_cmd"]).bound_cmd)
+    main.add_command(__import__("synth.cli.nccl_cmds", fromlist=["nccl_model_cmd"]).nccl_model_cmd)
+    main.add_command(__import__("synth.cli.simulate_cmd", fromlist=["simulate_cmd"]).simulate_cmd)
+    main.add_command(__import__("synth.cli.compare_cmd", fromlist=["compare_cmd"]).compare_cmd)
     main.add_command(__import__("synth.cli.ilp", fromlist=["ilp_cmd"]).ilp_cmd)
 
 

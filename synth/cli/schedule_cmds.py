@@ -35,7 +35,7 @@ def synthesize_cmd(topology, collective, method, root, chunks, output):
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
     schedule = synthesize(topo, kind, method, root=coll.root, chunks=coll.chunks_per_piece)
     if output is None:
-        default_k = METHODS[method].default_chunks(kind, topo.num_ranks)
+        default_k = make_collective(topo, kind, method, coll.root).chunks_per_piece
         name = schedule_filename(kind, method, coll.root, None if coll.chunks_per_piece == default_k else coll.chunks_per_piece)
         output = str(Path("generated") / topo.name / name)
     save_schedule(schedule, output, protect=[source])

@@ -35,10 +35,11 @@ from synth.bounds import bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
-from synth.ilp.search import IlpOptions, Outcome, _Budget, _dual, minimum_steps, solve_forward, sync_time_us
+from synth.ilp.search import IlpOptions, Outcome, _Budget, _dual, minimum_steps, solve_forward
 from synth.ilp.solve import Progress
 from synth.ilp.symmetry import find_symmetry
 from synth.schedule import Schedule
+from synth.simulate import simulate
 from synth.topology import Topology
 
 #: Sizes at which frontier points are compared and reported (bytes): small and large messages.
@@ -123,10 +124,9 @@ def _baseline_times(topology: Topology, collective: Collective, sizes: tuple[int
                 schedule = synthesize(topology, collective.kind, method, root=collective.root, chunks=chunks)
             except (NotApplicable, ValueError):
                 continue
-            for size in sizes:
-                t = sync_time_us(schedule, topology, size)
-                if size not in best or t < best[size][1]:
-                    best[size] = (method, t)
+            for result in simulate(schedule, topology, sizes, "sync"):
+                if result.size not in best or result.time_us < best[result.size][1]:
+                    best[result.size] = (method, result.time_us)
     return best
 
 
@@ -221,7 +221,7 @@ def pareto_frontier(
             restrictions.update(outcome.restrictions)
             rpc = outcome.rounds / k
             if rpc < target - eps or (best_here is not None and abs(rpc - target) <= eps and k < best_here.chunks):
-                times = {size: sync_time_us(outcome.schedule, topo, size) for size in sizes}
+                times = {r.size: r.time_us for r in simulate(outcome.schedule, topo, sizes, "sync")}
                 best_here = ParetoPoint(s, k, outcome.rounds, outcome, times)
             if best_here is not None and best_here.rounds / best_here.chunks <= lb + eps:
                 break

@@ -14,7 +14,6 @@ ends the current solve and keeps the best schedule found so far.
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 import time
@@ -40,6 +39,7 @@ from synth.ilp.formulation import (
 from synth.ilp.solve import SOLVERS, Progress, SolveResult, solve
 from synth.ilp.symmetry import SymmetryGroup, find_symmetry
 from synth.schedule import Schedule, ScheduleBuilder
+from synth.simulate import simulate
 from synth.topology import Topology, topologies_equal
 from synth.transform import concat, dual_reduction
 from synth.units import format_size
@@ -160,32 +160,8 @@ class _Budget:
 
 # ============================================================================= step-synchronous cost
 def sync_time_us(schedule: Schedule, topology: Topology, size: float) -> float:
-    """FORMATS.md step-synchronous time (µs) of ``schedule`` at ``size`` bytes: a step lasts its
-    longest transfer, Σα over the path plus the largest bytes/bandwidth of its links."""
-    # Private stand-in for synth.simulate (being built in parallel); replaced once it lands.
-    cb = schedule.collective.chunk_bytes(size)
-    index = topology.node_index
-    route_ends: dict[tuple[int, int, int], list[int]] = {}
-    bandwidth = topology.bandwidth_array
-    latency = topology.latency_array
-    total = 0.0
-    for s in range(schedule.num_steps):
-        sl = schedule.step_slice(s)
-        if sl.start == sl.stop:
-            continue
-        paths = []
-        load = np.zeros(len(topology.links))
-        for src, dst, rid in zip(schedule.src[sl], schedule.dst[sl], schedule.route[sl]):
-            key = (int(src), int(dst), int(rid))
-            links = route_ends.get(key)
-            if links is None:
-                nodes = [int(src), *(index[name] for name in schedule.routes[int(rid)]), int(dst)]
-                links = route_ends[key] = [topology.link_index[(a, b)] for a, b in itertools.pairwise(nodes)]
-            paths.append(links)
-            load[links] += cb
-        seconds = load / (1e3 * bandwidth)
-        total += max(float(latency[p].sum() + seconds[p].max()) for p in paths)
-    return total
+    """FORMATS.md step-synchronous time (µs) of ``schedule`` at ``size`` bytes (synth.simulate)."""
+    return simulate(schedule, topology, [int(size)], "sync")[0].time_us
 
 
 # ============================================================================= forward solves
