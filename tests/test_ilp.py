@@ -289,10 +289,17 @@ def test_cbc_agrees_with_highs():
         assert results[1].schedule.params["solver"] == "cbc"
 
 
-def test_cbc_time_limit_keeps_a_schedule(builtin):
+def test_cbc_warm_start_and_time_limit(builtin):
+    """CBC started from a schedule (HiGHS's first) and stopped by a short time limit keeps a
+    solution at least as good, and says the limit cut it."""
     topo = builtin("ndv2x2")
-    outcome = outcome_of(topo, Kind.ALLGATHER, 2, steps=4, size=1 << 30, time_limit=2, solver="cbc")
-    assert outcome.status == "feasible" and verify(outcome.schedule, topo).ok
+    form = Formulation(topo, Collective(Kind.ALLGATHER, 16, 1), 3, size=1 << 30, group=find_symmetry(topo))
+    first = solve(form.model, progress=lambda p: p.event == "solution", time_limit=60)
+    assert first.values is not None
+    result = solve(form.model, solver="cbc", time_limit=2, warm_start=first.values)
+    assert result.status == "feasible" and result.stopped_by == "time limit"
+    assert result.objective <= first.objective + 1e-6
+    assert form.model.violation(result.values) is None
 
 
 def test_linear_model_and_solvers_on_a_tiny_knapsack():
