@@ -302,6 +302,19 @@ def test_cbc_warm_start_and_time_limit(builtin):
     assert form.model.violation(result.values) is None
 
 
+def test_cbc_is_the_fallback_when_highs_fails(monkeypatch):
+    import synth.ilp.solve as solve_module
+
+    form = Formulation(gen.ring(4), Collective(Kind.ALLGATHER, 4, 2), 2, objective="rounds")
+
+    def missing(*args, **kwargs):
+        raise ImportError("no highspy")
+
+    monkeypatch.setattr(solve_module, "_solve_highs", missing)
+    result = solve(form.model)
+    assert result.solver == "cbc" and result.status == "optimal" and form.rounds_of(result.values) == 3
+
+
 def test_linear_model_and_solvers_on_a_tiny_knapsack():
     m = LinearModel()
     x = m.add_cols(3, cost=0.0)

@@ -98,6 +98,15 @@ class Infeasible(Exception):
     """The model has no solution for a reason found before solving (too few steps)."""
 
 
+class TooLarge(Exception):
+    """The model would have more variables than allowed (found before building its rows)."""
+
+    def __init__(self, variables: int, limit: int):
+        super().__init__(f"{variables} variables (limit {limit})")
+        self.variables = variables
+        self.limit = limit
+
+
 @dataclass(frozen=True)
 class Route:
     """A switch-only path between two ranks: ``src → via… → dst`` over ``links``; α summed."""
@@ -194,6 +203,7 @@ class Formulation:
         group: SymmetryGroup | None = None,
         routes: tuple[Route, ...] | None = None,
         bounds: BoundModel | None = None,
+        max_variables: int | None = None,
     ):
         if collective.is_reduction:
             raise ValueError("reductions are built by duality from their forward collective")
@@ -224,6 +234,7 @@ class Formulation:
         self.chunk_perm = action
         self.unit = float(min(link.bandwidth for link in topology.links))
         self.chunk_bytes = collective.chunk_bytes(self.size)
+        self.max_variables = max_variables
         self._build(bounds)
 
     # ================================================================================ building
@@ -277,6 +288,8 @@ class Formulation:
         qq, pp, ss = np.meshgrid(np.arange(q_count), np.arange(len(routes)), np.arange(1, S + 1), indexing="ij")
         ok = (earliest[qq, route_src[pp]] <= ss - 1) & (ss <= lastuse[qq, route_dst[pp]])
         col_q, col_p, col_s = qq[ok], pp[ok], ss[ok]
+        if self.max_variables is not None and col_q.size > self.max_variables:
+            raise TooLarge(int(col_q.size), self.max_variables)
         model = LinearModel()
         y = model.add_cols(col_q.size)
         self.col_q, self.col_p, self.col_s, self.y = col_q, col_p, col_s, y

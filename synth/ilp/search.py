@@ -33,6 +33,7 @@ from synth.ilp.formulation import (
     Formulation,
     Infeasible,
     ModelSize,
+    TooLarge,
     enumerate_routes,
     truncated_pairs,
 )
@@ -280,16 +281,17 @@ def solve_forward(
                 group=group,
                 routes=routes,
                 bounds=bm,
+                max_variables=MAX_VARIABLES,
             )
+        except TooLarge as exc:
+            raise NotApplicable(
+                f"the ILP for {collective.describe()} in {steps} steps would have {exc.variables} route variables "
+                f"(limit {exc.limit}); use fewer --chunks or --steps, or --pipeline"
+            ) from None
         except Infeasible as exc:
             infeasible_reasons.append(str(exc))
             tried.append(Tried(steps + waves - 1, "infeasible", None, None))
             continue
-        if form.model.num_cols > MAX_VARIABLES:
-            raise NotApplicable(
-                f"the ILP for {collective.describe()} in {steps} steps would have {form.model.num_cols} variables "
-                f"(limit {MAX_VARIABLES}); use fewer --chunks or --steps"
-            )
         start = None
         if starts:
             encoded = [v for v in (form.encode(s) for s in starts) if v is not None]

@@ -162,6 +162,8 @@ class SolveResult:
     solver: str
     stopped_by: str | None = None
     log: list[str] = field(default_factory=list)
+    #: the solver reported an error (not a limit or an interrupt); `solve` then tries CBC
+    failed: bool = False
 
     @property
     def gap(self) -> float | None:
@@ -192,8 +194,19 @@ def solve(
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r} (expected one of {', '.join(SOLVERS)})")
     stop = stop or threading.Event()
-    run = _solve_highs if solver == "highs" else _solve_cbc
-    return run(model, time_limit, warm_start, progress, stop)
+    if solver == "cbc":
+        return _solve_cbc(model, time_limit, warm_start, progress, stop)
+    start = time.perf_counter()
+    try:
+        result = _solve_highs(model, time_limit, warm_start, progress, stop)
+    except ImportError:
+        result = None  # highspy missing: CBC is the fallback
+    if result is not None and not result.failed:
+        return result
+    # HiGHS could not load or solve the model (an error status, not a limit): fall back to CBC
+    # with what is left of the time limit
+    left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - start))
+    return _solve_cbc(model, left, warm_start, progress, stop)
 
 
 def _run_in_thread(target: Callable[[], object], name: str) -> threading.Event:
@@ -226,6 +239,18 @@ def _wait(done: threading.Event, stop: threading.Event, on_interrupt: Callable[[
 
 
 # ===================================================================================== HiGHS
+def _highs_errors() -> frozenset:
+    try:
+        import highspy
+    except ImportError:
+        return frozenset()
+    ms = highspy.HighsModelStatus
+    return frozenset({ms.kLoadError, ms.kModelError, ms.kPresolveError, ms.kSolveError, ms.kPostsolveError, ms.kUnknown})
+
+
+_HIGHS_ERRORS = _highs_errors()
+
+
 def _solve_highs(
     model: LinearModel,
     time_limit: float | None,
@@ -326,10 +351,12 @@ def _solve_highs(
             stopped_by = "time limit"
         elif status in (ms.kInterrupt, ms.kHighsInterrupt) or interrupted or stop.is_set():
             stopped_by = "interrupt"
-    state["incumbent"], state["bound"] = objective, bound
-    report("done")
+    failed = status in _HIGHS_ERRORS and values is None and not stop.is_set()
+    if not failed:
+        state["incumbent"], state["bound"] = objective, bound
+        report("done")
     h.clear()
-    return SolveResult(result_status, values, objective, bound, elapsed, "highs", stopped_by)
+    return SolveResult(result_status, values, objective, bound, elapsed, "highs", stopped_by, failed=failed)
 
 
 # ===================================================================================== CBC
