@@ -180,6 +180,8 @@ def _pareto(topo, source, kind, root, max_chunks, max_steps, time_limit, solver,
     click.echo(f"pareto: {kind.value} on {topo.name} ({topo.num_ranks} ranks), chunks up to {max_chunks}, solver {solver}")
 
     def attempt(a: Attempt) -> None:
+        if progress is None:
+            return
         if a.rounds is None:
             text = a.status
         else:
@@ -227,6 +229,7 @@ def _pareto(topo, source, kind, root, max_chunks, max_steps, time_limit, solver,
             + ", ".join(f"{format_size(s)} {m} {t:.3f} us" for s, (m, t) in sorted(result.baseline.items()))
         )
     click.echo(f"stopped: {result.stopped} ({result.elapsed:.1f} s, {len(result.attempts)} solves)")
+    click.echo(f"proof: {result.proof}")
     if output is not None:
         folder = Path(output)
         folder.mkdir(parents=True, exist_ok=True)

@@ -80,6 +80,9 @@ class Attempt:
     status: str
     gap: float | None
     elapsed: float
+    #: the optimum holds only among the model's restricted schedules (symmetric ones): it was not
+    #: at the lower bound and the model was restricted
+    restricted: bool = False
 
 
 @dataclass
@@ -97,6 +100,21 @@ class ParetoResult:
     stopped: str
     elapsed: float
     restrictions: tuple[str, ...] = field(default=())
+
+    @property
+    def proof(self) -> str:
+        """What the walk proved: every (steps, chunks) it tried solved to optimality over all
+        schedules, only among symmetric ones, or some solves cut by the time limit."""
+        cut = [a for a in self.attempts if a.status not in ("optimal", "infeasible")]
+        if cut:
+            return f"not proven: {len(cut)} of {len(self.attempts)} solves were cut before optimality"
+        if any(a.restricted for a in self.attempts):
+            return (
+                "every solve optimal, some only among schedules "
+                + ", ".join(self.restrictions)
+                + " (--no-symmetry proves over all schedules)"
+            )
+        return "every solve optimal over all schedules"
 
 
 def _rounds_bound(topology: Topology, collective: Collective, unit: float) -> float:
@@ -213,7 +231,15 @@ def pareto_frontier(
                 if on_attempt:
                     on_attempt(attempt)
                 continue
-            attempt = Attempt(s, k, outcome.rounds, outcome.status, outcome.gap, time.perf_counter() - t0)
+            attempt = Attempt(
+                s,
+                k,
+                outcome.rounds,
+                outcome.status,
+                outcome.gap,
+                time.perf_counter() - t0,
+                restricted=bool(outcome.restrictions) and not outcome.meets_lower_bound,
+            )
             attempts.append(attempt)
             if on_attempt:
                 on_attempt(attempt)
