@@ -73,6 +73,9 @@ def _sizes(text: str) -> tuple[int, ...]:
     metavar="STAGES",
     help="Pipelined schedule: each of the k chunks of a piece is a wave following one template of STAGES steps.",
 )
+@click.option(
+    "--wave-chunks", type=int, default=1, show_default=True, help="With --pipeline: chunks per piece in each wave (divides -k)."
+)
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="time", show_default=True, help="What to minimise.")
 @click.option("-s", "--size", default=None, help=f"Message size for the time objective (default {format_size(DEFAULT_SIZE)}).")
 @click.option("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, show_default=True, help="Seconds for the whole search.")
@@ -96,6 +99,7 @@ def ilp_cmd(
     chunks,
     steps,
     pipeline,
+    wave_chunks,
     objective,
     size,
     time_limit,
@@ -114,7 +118,13 @@ def ilp_cmd(
     Every schedule is verified before it is written."""
     topo, source = load_topology_arg(topology)
     kind = parse_kind(collective)
-    for name, value in (("--steps", steps), ("--pipeline", pipeline), ("--max-steps", max_steps), ("--chunks", chunks)):
+    for name, value in (
+        ("--steps", steps),
+        ("--pipeline", pipeline),
+        ("--max-steps", max_steps),
+        ("--chunks", chunks),
+        ("--wave-chunks", wave_chunks),
+    ):
         if value is not None and value < 1:
             raise InputError(_CMD, name, value, "must be at least 1")
     if time_limit is not None and time_limit <= 0:
@@ -140,6 +150,7 @@ def ilp_cmd(
     options = dict(
         steps=steps,
         pipeline=pipeline,
+        wave_chunks=wave_chunks,
         objective=objective,
         size=size_bytes,
         time_limit=time_limit,
@@ -216,7 +227,7 @@ def _pareto(topo, source, kind, root, max_chunks, max_steps, time_limit, solver,
             proof = (
                 "optimal, meets the bound"
                 if o.meets_lower_bound
-                else "optimal" + (f" ({', '.join(o.restrictions)})" if o.restrictions else "")
+                else "optimal" + (f" (among schedules {' and '.join(o.restrictions)})" if o.restrictions else "")
             )
         else:
             gap = f", gap {100 * o.gap:.2f}%" if o.gap is not None else ""

@@ -111,7 +111,7 @@ class ParetoResult:
         if any(a.restricted for a in self.attempts):
             return (
                 "every solve optimal, some only among schedules "
-                + ", ".join(self.restrictions)
+                + " and ".join(self.restrictions)
                 + " (--no-symmetry proves over all schedules)"
             )
         return "every solve optimal over all schedules"

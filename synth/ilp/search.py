@@ -43,7 +43,6 @@ from synth.schedule import Schedule, ScheduleBuilder
 from synth.simulate import simulate
 from synth.topology import Topology, topologies_equal
 from synth.transform import concat, dual_reduction
-from synth.units import format_size
 from synth.verify import check
 
 METHOD = "ilp"
@@ -78,6 +77,9 @@ class IlpOptions:
     #: template of ``pipeline`` stages, wave w starting at step w (so k chunks per piece give
     #: pipeline + k − 1 steps). The model then has the size of one wave whatever k is.
     pipeline: int | None = None
+    #: chunks per piece in each wave of a pipelined schedule (k must be a multiple): more than one
+    #: lets a wave spread a piece over several paths (a broadcast over several trees)
+    wave_chunks: int = 1
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -92,6 +94,8 @@ class IlpOptions:
             raise ValueError(f"time limit must be positive, got {self.time_limit}")
         if self.pipeline is not None and self.pipeline < 1:
             raise ValueError(f"pipeline stages must be at least 1, got {self.pipeline}")
+        if self.wave_chunks < 1:
+            raise ValueError(f"chunks per wave must be at least 1, got {self.wave_chunks}")
         if self.pipeline is not None and self.steps is not None:
             raise ValueError("give either steps or pipeline stages, not both")
 
@@ -241,7 +245,14 @@ def solve_forward(
     routes = enumerate_routes(topology)
     s_min = max(1, minimum_steps(topology, collective))
     objective = "time" if options.objective == "steps" else options.objective
-    waves = collective.chunks_per_piece if options.pipeline is not None else 1
+    waves = 1
+    if options.pipeline is not None:
+        if collective.chunks_per_piece % options.wave_chunks:
+            raise NotApplicable(
+                f"a pipelined schedule needs the chunks per piece ({collective.chunks_per_piece}) to be a multiple of "
+                f"the chunks per wave ({options.wave_chunks})"
+            )
+        waves = collective.chunks_per_piece // options.wave_chunks
     if options.pipeline is not None:
         candidates = [options.pipeline]
     elif options.steps is not None:
@@ -249,11 +260,10 @@ def solve_forward(
     elif options.objective == "time":
         top = options.max_steps if options.max_steps is not None else s_min + EXTRA_STEPS
         candidates = list(range(s_min, max(s_min, top) + 1))
-    elif options.objective == "rounds":
+    else:
+        # rounds: the latency bound; steps: the fewest steps, which is always the latency bound
+        # here (a step may carry any number of chunks, so the hop distances are reachable)
         candidates = [s_min]
-    else:  # steps: the first feasible step count
-        top = options.max_steps if options.max_steps is not None else s_min + 2 * topology.num_ranks
-        candidates = list(range(s_min, max(s_min, top) + 1))
     facts = latency_facts(topology)
     bm = bound_model(topology, collective.kind, collective.root)
     starts = list(warm or [])
@@ -419,7 +429,8 @@ def _restrictions(form: Formulation) -> tuple[str, ...]:
     if form.group.order > 1:
         out.append(f"invariant under {form.group.order} automorphisms")
     if form.waves > 1:
-        out.append(f"pipelined: {form.waves} waves of one {form.steps}-stage template")
+        per = f" of {form.template.chunks_per_piece} chunks" if form.template.chunks_per_piece > 1 else ""
+        out.append(f"pipelined ({form.waves} waves{per}, one {form.steps}-stage template)")
     if truncated_pairs(form.topology):
         out.append(f"at most {MAX_ROUTES_PER_PAIR} routes per rank pair")
     return tuple(out)
@@ -440,8 +451,9 @@ def solve_collective(
     reduce-scatter as the duals of broadcast and allgather on the reversed topology; allreduce as
     reduce-scatter then allgather, with k (chunks per piece) a multiple of the rank count.
     Step counts: ``options.steps`` if given; else for the time objective the latency bound up to
-    `EXTRA_STEPS` more (stopping when more steps cannot help); for rounds the latency bound; for
-    steps the smallest feasible.
+    `EXTRA_STEPS` more (stopping when more steps cannot help); for rounds and steps the latency
+    bound (the fewest steps any schedule needs, always reachable since a step may carry any number
+    of chunks), the steps objective then minimising time.
     """
     options = options or IlpOptions()
     budget = _Budget(options.time_limit, stop)
@@ -494,6 +506,7 @@ def solve_collective(
             model=ag.model,
             symmetry_order=ag.symmetry_order,
             meets_lower_bound=False,
+            restrictions=tuple(dict.fromkeys(("composed as reduce-scatter then allgather", *rs.restrictions, *ag.restrictions))),
             phases=[rs, ag],
         )
     return solve_forward(topology, collective, options, progress=progress, budget=budget)
@@ -516,7 +529,7 @@ def _status_text(outcome: Outcome) -> str:
     if outcome.meets_lower_bound:
         return "proven optimal (meets the lower bound)"
     if outcome.restrictions:
-        return f"proven optimal among schedules {', '.join(outcome.restrictions)}"
+        return f"proven optimal among schedules {' and '.join(outcome.restrictions)}"
     return "proven optimal"
 
 
@@ -536,7 +549,6 @@ __all__ = [
     "Outcome",
     "Tried",
     "describe",
-    "format_size",
     "minimum_steps",
     "solve_collective",
     "solve_forward",
