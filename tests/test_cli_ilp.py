@@ -92,7 +92,7 @@ def test_bad_options_get_one_line_and_exit_2(args, field):
 
 
 def test_inapplicable_requests_exit_2():
-    r = run("ilp", "dgx1", "-c", "allreduce", "-k", "3")
+    r = run("ilp", "dgx1", "-c", "allreduce", "-k", "3", "--allreduce", "composed")
     assert r.returncode == 2 and "multiple of the rank count" in r.stderr
     r = run("ilp", "dgx1", "-c", "allreduce", "--pareto")
     assert r.returncode == 2 and "allreduce" in r.stderr

@@ -17,6 +17,7 @@ from synth.bounds import bound_model
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
 from synth.ilp import IlpOptions, solve_collective, sync_time_us
+from synth.ilp.allreduce import AllreduceFormulation, minimum_allreduce_steps
 from synth.ilp.formulation import Formulation, Infeasible, enumerate_routes
 from synth.ilp.pareto import pareto_frontier
 from synth.ilp.search import minimum_steps
@@ -49,7 +50,7 @@ def _line_steps(kind: Kind, n: int, root: int) -> int:
         Kind.ALLGATHER: n - 1,
         Kind.REDUCE_SCATTER: n - 1,
         Kind.ALLTOALL: n - 1,
-        Kind.ALLREDUCE: 2 * (n - 1),
+        Kind.ALLREDUCE: 2 * (n // 2),  # reduce into the middle, broadcast from it
         Kind.BROADCAST: far,
         Kind.REDUCE: far,
         Kind.GATHER: far,
@@ -60,8 +61,10 @@ def _line_steps(kind: Kind, n: int, root: int) -> int:
 @pytest.mark.parametrize("kind", list(Kind))
 def test_fewest_steps_on_rings_lines_and_stars(kind):
     """Steps objective: a bidirectional ring of n needs ⌊n/2⌋ steps (allreduce twice that), a
-    line needs its length from the farthest source (from the root for rooted collectives), a
-    star (every rank on one switch) needs one step (allreduce two)."""
+    line needs its length from the farthest source (from the root for rooted collectives;
+    allreduce: twice the distance to the middle, where the direct model reduces and broadcasts
+    from, against twice the length for reduce-scatter + allgather), a star (every rank on one
+    switch) needs one step (allreduce two)."""
     root = 1 if kind in ROOTED else None
     for n in (4, 5):
         ring = ilp(gen.ring(n), kind, root=root, objective="steps")
@@ -139,6 +142,35 @@ def test_pareto_of_a_reduction_is_dual():
     assert all(verify(p.schedule, gen.ring(4)).ok for p in result.points)
     with pytest.raises(NotApplicable):
         pareto_frontier(gen.ring(4), "allreduce")
+
+
+def test_direct_allreduce_beats_every_reduce_scatter_plus_allgather():
+    """docs/bounds.md's 3-rank path x – h – y: reducing into h while broadcasting earlier chunks
+    from it beats the reduce-scatter bound plus the allgather bound, so it beats every
+    reduce-scatter + allgather schedule."""
+    path = gen.mesh(1, 3, bandwidth=10.0, latency=0.5)
+    size = 1 << 24
+    direct = outcome_of(path, Kind.ALLREDUCE, 4, steps=5, allreduce="direct", size=size)
+    assert direct.status == "optimal" and verify(direct.schedule, path).ok
+    rs_ag = bound_model(path, "reduce-scatter").time_us(size) + bound_model(path, "allgather").time_us(size)
+    assert direct.time_us < rs_ag
+    assert "reducing each chunk along a tree" in direct.restrictions[0]
+    composed = outcome_of(path, Kind.ALLREDUCE, 3, allreduce="composed", size=size)
+    assert composed.time_us > direct.time_us
+
+
+def test_composed_allreduce_is_a_warm_start_of_the_direct_model():
+    topo = gen.ring(4)
+    composed = outcome_of(topo, Kind.ALLREDUCE, 4, allreduce="composed", objective="rounds")
+    form = AllreduceFormulation(topo, composed.schedule.collective, composed.steps, objective="rounds")
+    values = form.encode(composed.schedule)
+    assert values is not None and form.model.violation(values) is None
+    assert sorted(form.transfers(values)) == sorted(
+        (s, t.src, t.dst, t.chunk, tuple(topo.node_index[v] for v in t.via), 1 if t.op == "reduce" else 0)
+        for s, step in enumerate(composed.schedule.steps)
+        for t in step
+    )
+    assert minimum_allreduce_steps(gen.mesh(1, 5)) == 4 and minimum_allreduce_steps(gen.nvswitch(4, 10.0)) == 2
 
 
 # ============================================================================ the model
@@ -346,7 +378,9 @@ def test_options_reach_the_method_and_unknown_ones_are_refused():
     with pytest.raises(ValueError, match="objective"):
         IlpOptions(objective="fast")
     with pytest.raises(NotApplicable, match="multiple of the rank count"):
-        ilp(gen.ring(4), Kind.ALLREDUCE, chunks=3)
+        ilp(gen.ring(4), Kind.ALLREDUCE, chunks=3, allreduce="composed")
+    direct = ilp(gen.ring(4), Kind.ALLREDUCE, chunks=3, steps=4, objective="rounds")
+    assert direct.collective.num_chunks == 3  # the direct model serves it
 
 
 @pytest.mark.parametrize("seed", range(6))

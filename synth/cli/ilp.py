@@ -18,6 +18,7 @@ from synth.errors import InputError
 from synth.ilp import DEFAULT_SIZE, DEFAULT_TIME_LIMIT, Outcome, describe, sync_time_us
 from synth.ilp.formulation import OBJECTIVES
 from synth.ilp.pareto import DEFAULT_SIZES, Attempt, pareto_frontier
+from synth.ilp.search import ALLREDUCE_MODES
 from synth.ilp.solve import SOLVERS, Progress
 from synth.ilp.symmetry import find_symmetry
 from synth.schedule import save_schedule
@@ -76,6 +77,14 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option(
     "--wave-chunks", type=int, default=1, show_default=True, help="With --pipeline: chunks per piece in each wave (divides -k)."
 )
+@click.option(
+    "--allreduce",
+    "allreduce_mode",
+    type=click.Choice(ALLREDUCE_MODES),
+    default="auto",
+    show_default=True,
+    help="Allreduce as reduce-scatter + allgather (composed), as reduce and broadcast trees (direct), or both.",
+)
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="time", show_default=True, help="What to minimise.")
 @click.option("-s", "--size", default=None, help=f"Message size for the time objective (default {format_size(DEFAULT_SIZE)}).")
 @click.option("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, show_default=True, help="Seconds for the whole search.")
@@ -100,6 +109,7 @@ def ilp_cmd(
     steps,
     pipeline,
     wave_chunks,
+    allreduce_mode,
     objective,
     size,
     time_limit,
@@ -151,6 +161,7 @@ def ilp_cmd(
         steps=steps,
         pipeline=pipeline,
         wave_chunks=wave_chunks,
+        allreduce=allreduce_mode,
         objective=objective,
         size=size_bytes,
         time_limit=time_limit,

@@ -4,6 +4,7 @@ The ``ilp`` method finds schedules that are optimal for a given number of steps 
 real units: the step-synchronous time at a message size, SCCL's rounds, or the fewest steps.
 
 - `synth.ilp.formulation`: the model over the time-expanded topology (routes × steps).
+- `synth.ilp.allreduce`: allreduce directly, as reduce and broadcast trees per chunk.
 - `synth.ilp.symmetry`: automorphism groups acting freely on ranks, which shrink the model.
 - `synth.ilp.solve`: the solver-independent model, HiGHS and CBC, progress and clean stops.
 - `synth.ilp.search`: step search, warm starts, duality and composition, verified schedules.

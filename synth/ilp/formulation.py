@@ -188,7 +188,183 @@ class ModelSize:
     group_order: int
 
 
-class Formulation:
+class RouteModel:
+    """What every route model shares: columns ``y`` (one per chunk, route and stage, described by
+    ``col_p`` route and ``col_s`` stage), link loads, the objective's step costs and their
+    evaluation. Subclasses set the attributes `_add_costs` reads and build their own rows."""
+
+    topology: Topology
+    routes: tuple[Route, ...]
+    group: SymmetryGroup
+    steps: int
+    waves: int
+    num_steps: int
+    objective: str
+    size: float
+    unit: float
+    chunk_bytes: float
+    y: np.ndarray
+    col_p: np.ndarray
+    col_s: np.ndarray
+    model: LinearModel
+
+    def rounds_lower_bound(self, bounds: BoundModel) -> float:
+        """The bandwidth bound of `synth.bounds` in rounds (of this model's unit and chunk size)."""
+        return bounds.us_per_byte * self.size * _BYTES_PER_US * self.unit / self.chunk_bytes
+
+    def _add_costs(self, model: LinearModel, bounds: BoundModel | None) -> None:
+        """Link loads of the route columns (``self.y`` with ``self.col_p``, ``self.col_s``) and
+        the objective: busy time and latency (time) or rounds, one cost column per interval of
+        active stages, plus the bound cuts."""
+        topo, S, routes, y = self.topology, self.steps, self.routes, self.y
+        col_p, col_s = self.col_p, self.col_s
+        # link loads per link orbit: coefficient |G| / |orbit| per crossing of a link of the orbit
+        g_order = self.group.order
+        link_perms = self.group.link_perms
+        nl = len(topo.links)
+        orbit_rep = link_perms.min(axis=0)  # smallest link id in each link's orbit
+        orbit_size = np.array([np.unique(link_perms[:, li]).size for li in range(nl)])
+        rep_links = np.unique(orbit_rep)
+        self.rep_links = rep_links
+        entries_col: list[int] = []
+        entries_link: list[int] = []
+        entries_coef: list[float] = []
+        for j in range(col_p.size):
+            for li in routes[col_p[j]].links:
+                entries_col.append(j)
+                entries_link.append(int(orbit_rep[li]))
+                entries_coef.append(g_order / orbit_size[li])
+        e_col = np.asarray(entries_col, dtype=np.int64)
+        e_link = np.asarray(entries_link, dtype=np.int64)
+        e_coef = np.asarray(entries_coef, dtype=float)
+        e_step = col_s[e_col] if e_col.size else np.zeros(0, dtype=np.int64)
+        self._load_entries = (e_col, e_link, e_coef, e_step)
+
+        # steps of the schedule: step s runs stage t of wave s - t; steps with the same set of
+        # active stages (an interval of stages) cost the same, so one cost column per interval
+        intervals: dict[tuple[int, int], int] = {}
+        for step in range(1, self.num_steps + 1):
+            key = (max(1, step - self.waves + 1), min(S, step))
+            intervals[key] = intervals.get(key, 0) + 1
+        self.intervals = sorted(intervals)
+        self.multiplicity = np.array([intervals[i] for i in self.intervals], dtype=float)
+        n_int = len(self.intervals)
+        in_interval = [(e_step >= lo) & (e_step <= hi) for lo, hi in self.intervals]
+        by_link = {int(li): e_link == li for li in rep_links}
+
+        bandwidth = topo.bandwidth_array
+        if self.objective == "rounds":
+            rounds = np.array([model.add_cols(1, cost=m, lo=0.0, hi=math.inf, integer=True)[0] for m in self.multiplicity])
+            self.rounds = rounds
+            for li in rep_links:
+                cap = bandwidth[li] / self.unit
+                for i in range(n_int):
+                    sel = by_link[int(li)] & in_interval[i]
+                    if sel.any():
+                        model.add_row(np.append(y[e_col[sel]], rounds[i]), np.append(e_coef[sel], -cap), -math.inf, 0.0)
+            if bounds is not None:
+                model.add_row(rounds, self.multiplicity, math.ceil(self.rounds_lower_bound(bounds) - 1e-6), math.inf)
+        else:
+            per_chunk_us = self.chunk_bytes / (_BYTES_PER_US * bandwidth)
+            # Busy time in whole quanta: every link's time per chunk is an integer number of
+            # quanta (the gcd of the links' 1/bandwidth), so a step's busy time, the largest of
+            # integers times the quantum, is an integer number of quanta too. Integral busy
+            # columns cut off fractional loads in the relaxation without losing any schedule.
+            steps_per_chunk = _quanta(bandwidth)
+            if steps_per_chunk is not None:
+                quantum_us = float(per_chunk_us[0] / steps_per_chunk[0])
+                weight = steps_per_chunk.astype(float)
+            else:
+                quantum_us, weight = 1.0, per_chunk_us
+            self.quantum_us = quantum_us
+            self.model_integer_busy = steps_per_chunk is not None
+            busy = np.array(
+                [
+                    model.add_cols(1, cost=m * quantum_us, lo=0.0, hi=math.inf, integer=steps_per_chunk is not None)[0]
+                    for m in self.multiplicity
+                ]
+            )
+            self.busy = busy
+            for li in rep_links:
+                for i in range(n_int):
+                    sel = by_link[int(li)] & in_interval[i]
+                    if sel.any():
+                        model.add_row(
+                            np.append(y[e_col[sel]], busy[i]), np.append(e_coef[sel] * weight[li], -1.0), -math.inf, 0.0
+                        )
+            # latency: one binary per (stage, distinct route α) saying the stage uses such a route;
+            # a step costs at least the largest α of its active stages' routes
+            alphas = np.array([round(p.alpha, 9) for p in routes])
+            self.route_alpha = alphas
+            classes = np.unique(alphas[col_p]) if col_p.size else np.zeros(0)
+            self.alpha_classes = classes
+            latency = np.array([model.add_cols(1, cost=m, lo=0.0, hi=math.inf, integer=False)[0] for m in self.multiplicity])
+            self.latency = latency
+            self.used = np.full((S, classes.size), -1, dtype=np.int64)
+            for t in range(1, S + 1):
+                for k, alpha in enumerate(classes):
+                    sel = (col_s == t) & (alphas[col_p] == alpha)
+                    if not sel.any():
+                        continue
+                    v = int(model.add_cols(1)[0])
+                    self.used[t - 1, k] = v
+                    model.add_row(np.append(y[sel], v), np.append(np.ones(int(sel.sum())), -float(sel.sum())), -math.inf, 0.0)
+                    for i, (lo, hi) in enumerate(self.intervals):
+                        if lo <= t <= hi:
+                            model.add_row([latency[i], v], [1.0, -float(alpha)], 0.0, math.inf)
+            if bounds is not None:
+                # valid cuts: the whole time, its bandwidth part and its latency part each at
+                # least their lower bound (docs/bounds.md: every step costs at least its α, and
+                # the busy times add up to at least the bandwidth bound)
+                scaled = self.multiplicity * quantum_us
+                model.add_row(
+                    np.concatenate((busy, latency)),
+                    np.concatenate((scaled, self.multiplicity)),
+                    bounds.time_us(self.size),
+                    math.inf,
+                )
+                model.add_row(busy, scaled, bounds.us_per_byte * self.size, math.inf)
+                model.add_row(latency, self.multiplicity, bounds.latency_us, math.inf)
+
+    def _interval_loads(self, values: np.ndarray) -> np.ndarray:
+        """Chunks on every link in every interval of stages: [links, intervals]."""
+        e_col, e_link, e_coef, e_step = self._load_entries
+        stage = np.zeros((len(self.topology.links), self.steps + 1))
+        np.add.at(stage, (e_link, e_step), e_coef * values[self.y[e_col]])
+        return np.stack([stage[:, lo : hi + 1].sum(axis=1) for lo, hi in self.intervals], axis=1)
+
+    def complete(self, values: np.ndarray) -> None:
+        """Fill the auxiliary columns (rounds, busy time, latency) from the y part."""
+        load = self._interval_loads(values)
+        bandwidth = self.topology.bandwidth_array
+        if self.objective == "rounds":
+            values[self.rounds] = np.ceil((load / (bandwidth[:, None] / self.unit)).max(axis=0) - 1e-9)
+            return
+        per_chunk_us = self.chunk_bytes / (_BYTES_PER_US * bandwidth)
+        busy_us = (load * per_chunk_us[:, None]).max(axis=0)
+        values[self.busy] = np.round(busy_us / self.quantum_us) if self.model_integer_busy else busy_us
+        stage_alpha = np.zeros(self.steps + 1)
+        for t in range(1, self.steps + 1):
+            for k, alpha in enumerate(self.alpha_classes):
+                v = self.used[t - 1, k]
+                if v < 0:
+                    continue
+                sel = (self.col_s == t) & (self.route_alpha[self.col_p] == alpha)
+                on = float(values[self.y[sel]].max() > 0.5)
+                values[v] = on
+                if on:
+                    stage_alpha[t] = max(stage_alpha[t], float(alpha))
+        values[self.latency] = [stage_alpha[lo : hi + 1].max() for lo, hi in self.intervals]
+
+    def rounds_of(self, values: np.ndarray) -> int:
+        """SCCL's rounds of a solution, whatever the objective: per step, the most loaded link in
+        units of the slowest link, rounded up, summed over the schedule's steps."""
+        load = self._interval_loads(values)
+        per = np.ceil((load / (self.topology.bandwidth_array[:, None] / self.unit)).max(axis=0) - 1e-9)
+        return round(float(np.dot(per, self.multiplicity)))
+
+
+class Formulation(RouteModel):
     """The model for one (topology, collective, steps, objective, size, symmetry group)."""
 
     def __init__(
@@ -248,10 +424,6 @@ class Formulation:
                 reps.append(c)
                 seen[self.chunk_perm[:, c]] = True
         return np.array(reps, dtype=np.int64)
-
-    def rounds_lower_bound(self, bounds: BoundModel) -> float:
-        """The bandwidth bound of `synth.bounds` in rounds (of this model's unit and chunk size)."""
-        return bounds.us_per_byte * self.size * _BYTES_PER_US * self.unit / self.chunk_bytes
 
     def _build(self, bounds: BoundModel | None) -> None:
         topo, coll, S = self.topology, self.template, self.steps
@@ -318,113 +490,8 @@ class Formulation:
             cut = lo + int(np.searchsorted(recv_sorted_steps[lo:hi], s))  # receipts in steps < s
             model.add_row(np.concatenate(([y[j]], y[order[lo:cut]])), np.concatenate(([1.0], -np.ones(cut - lo))), -math.inf, 0.0)
 
-        # 3. link loads per link orbit: coefficient |G| / |orbit| per crossing of a link of the orbit
-        g_order = self.group.order
-        link_perms = self.group.link_perms
-        nl = len(topo.links)
-        orbit_rep = link_perms.min(axis=0)  # smallest link id in each link's orbit
-        orbit_size = np.array([np.unique(link_perms[:, li]).size for li in range(nl)])
-        rep_links = np.unique(orbit_rep)
-        self.rep_links = rep_links
-        entries_col: list[int] = []
-        entries_link: list[int] = []
-        entries_coef: list[float] = []
-        for j in range(col_q.size):
-            for li in routes[col_p[j]].links:
-                entries_col.append(j)
-                entries_link.append(int(orbit_rep[li]))
-                entries_coef.append(g_order / orbit_size[li])
-        e_col = np.asarray(entries_col, dtype=np.int64)
-        e_link = np.asarray(entries_link, dtype=np.int64)
-        e_coef = np.asarray(entries_coef, dtype=float)
-        e_step = col_s[e_col] if e_col.size else np.zeros(0, dtype=np.int64)
-        self._load_entries = (e_col, e_link, e_coef, e_step)
-
-        # steps of the schedule: step s runs stage t of wave s - t; steps with the same set of
-        # active stages (an interval of stages) cost the same, so one cost column per interval
-        intervals: dict[tuple[int, int], int] = {}
-        for step in range(1, self.num_steps + 1):
-            key = (max(1, step - self.waves + 1), min(S, step))
-            intervals[key] = intervals.get(key, 0) + 1
-        self.intervals = sorted(intervals)
-        self.multiplicity = np.array([intervals[i] for i in self.intervals], dtype=float)
-        n_int = len(self.intervals)
-        in_interval = [(e_step >= lo) & (e_step <= hi) for lo, hi in self.intervals]
-        by_link = {int(li): e_link == li for li in rep_links}
-
-        bandwidth = topo.bandwidth_array
-        if self.objective == "rounds":
-            rounds = np.array([model.add_cols(1, cost=m, lo=0.0, hi=math.inf, integer=True)[0] for m in self.multiplicity])
-            self.rounds = rounds
-            for li in rep_links:
-                cap = bandwidth[li] / self.unit
-                for i in range(n_int):
-                    sel = by_link[int(li)] & in_interval[i]
-                    if sel.any():
-                        model.add_row(np.append(y[e_col[sel]], rounds[i]), np.append(e_coef[sel], -cap), -math.inf, 0.0)
-            if bounds is not None:
-                model.add_row(rounds, self.multiplicity, math.ceil(self.rounds_lower_bound(bounds) - 1e-6), math.inf)
-        else:
-            per_chunk_us = self.chunk_bytes / (_BYTES_PER_US * bandwidth)
-            # Busy time in whole quanta: every link's time per chunk is an integer number of
-            # quanta (the gcd of the links' 1/bandwidth), so a step's busy time, the largest of
-            # integers times the quantum, is an integer number of quanta too. Integral busy
-            # columns cut off fractional loads in the relaxation without losing any schedule.
-            steps_per_chunk = _quanta(bandwidth) if __import__("os").environ.get("ILPQ", "1") == "1" else None
-            if steps_per_chunk is not None:
-                quantum_us = float(per_chunk_us[0] / steps_per_chunk[0])
-                weight = steps_per_chunk.astype(float)
-            else:
-                quantum_us, weight = 1.0, per_chunk_us
-            self.quantum_us = quantum_us
-            self.model_integer_busy = steps_per_chunk is not None
-            busy = np.array(
-                [
-                    model.add_cols(1, cost=m * quantum_us, lo=0.0, hi=math.inf, integer=steps_per_chunk is not None)[0]
-                    for m in self.multiplicity
-                ]
-            )
-            self.busy = busy
-            for li in rep_links:
-                for i in range(n_int):
-                    sel = by_link[int(li)] & in_interval[i]
-                    if sel.any():
-                        model.add_row(
-                            np.append(y[e_col[sel]], busy[i]), np.append(e_coef[sel] * weight[li], -1.0), -math.inf, 0.0
-                        )
-            # latency: one binary per (stage, distinct route α) saying the stage uses such a route;
-            # a step costs at least the largest α of its active stages' routes
-            alphas = np.array([round(p.alpha, 9) for p in routes])
-            self.route_alpha = alphas
-            classes = np.unique(alphas[col_p]) if col_p.size else np.zeros(0)
-            self.alpha_classes = classes
-            latency = np.array([model.add_cols(1, cost=m, lo=0.0, hi=math.inf, integer=False)[0] for m in self.multiplicity])
-            self.latency = latency
-            self.used = np.full((S, classes.size), -1, dtype=np.int64)
-            for t in range(1, S + 1):
-                for k, alpha in enumerate(classes):
-                    sel = (col_s == t) & (alphas[col_p] == alpha)
-                    if not sel.any():
-                        continue
-                    v = int(model.add_cols(1)[0])
-                    self.used[t - 1, k] = v
-                    model.add_row(np.append(y[sel], v), np.append(np.ones(int(sel.sum())), -float(sel.sum())), -math.inf, 0.0)
-                    for i, (lo, hi) in enumerate(self.intervals):
-                        if lo <= t <= hi:
-                            model.add_row([latency[i], v], [1.0, -float(alpha)], 0.0, math.inf)
-            if bounds is not None:
-                # valid cuts: the whole time, its bandwidth part and its latency part each at
-                # least their lower bound (docs/bounds.md: every step costs at least its α, and
-                # the busy times add up to at least the bandwidth bound)
-                scaled = self.multiplicity * quantum_us
-                model.add_row(
-                    np.concatenate((busy, latency)),
-                    np.concatenate((scaled, self.multiplicity)),
-                    bounds.time_us(self.size),
-                    math.inf,
-                )
-                model.add_row(busy, scaled, bounds.us_per_byte * self.size, math.inf)
-                model.add_row(latency, self.multiplicity, bounds.latency_us, math.inf)
+        # 3. link loads and the objective's step costs
+        self._add_costs(model, bounds)
 
         # interchangeable chunks: same sources and destinations → order by weighted transfer count
         weights = (S - col_s + 1).astype(float)
@@ -437,7 +504,7 @@ class Formulation:
                 s1, s2 = col_q == q1, col_q == q2
                 model.add_row(np.concatenate((y[s1], y[s2])), np.concatenate((weights[s1], -weights[s2])), 0.0, math.inf)
         self.model = model
-        self.size_info = ModelSize(int(q_count), len(routes), model.num_cols, model.num_rows, g_order)
+        self.size_info = ModelSize(int(q_count), len(routes), model.num_cols, model.num_rows, self.group.order)
 
     # ================================================================================ solutions
     def full_chunk(self, template_chunk: int, wave: int) -> int:
@@ -494,40 +561,3 @@ class Formulation:
             return None  # not invariant under the group, not periodic, or repeated transfers
         self.complete(values)
         return values if self.model.violation(values) is None else None
-
-    def _interval_loads(self, values: np.ndarray) -> np.ndarray:
-        """Chunks on every link in every interval of stages: [links, intervals]."""
-        e_col, e_link, e_coef, e_step = self._load_entries
-        stage = np.zeros((len(self.topology.links), self.steps + 1))
-        np.add.at(stage, (e_link, e_step), e_coef * values[self.y[e_col]])
-        return np.stack([stage[:, lo : hi + 1].sum(axis=1) for lo, hi in self.intervals], axis=1)
-
-    def complete(self, values: np.ndarray) -> None:
-        """Fill the auxiliary columns (rounds, busy time, latency) from the y part."""
-        load = self._interval_loads(values)
-        bandwidth = self.topology.bandwidth_array
-        if self.objective == "rounds":
-            values[self.rounds] = np.ceil((load / (bandwidth[:, None] / self.unit)).max(axis=0) - 1e-9)
-            return
-        per_chunk_us = self.chunk_bytes / (_BYTES_PER_US * bandwidth)
-        busy_us = (load * per_chunk_us[:, None]).max(axis=0)
-        values[self.busy] = np.round(busy_us / self.quantum_us) if self.model_integer_busy else busy_us
-        stage_alpha = np.zeros(self.steps + 1)
-        for t in range(1, self.steps + 1):
-            for k, alpha in enumerate(self.alpha_classes):
-                v = self.used[t - 1, k]
-                if v < 0:
-                    continue
-                sel = (self.col_s == t) & (self.route_alpha[self.col_p] == alpha)
-                on = float(values[self.y[sel]].max() > 0.5)
-                values[v] = on
-                if on:
-                    stage_alpha[t] = max(stage_alpha[t], float(alpha))
-        values[self.latency] = [stage_alpha[lo : hi + 1].max() for lo, hi in self.intervals]
-
-    def rounds_of(self, values: np.ndarray) -> int:
-        """SCCL's rounds of a solution, whatever the objective: per step, the most loaded link in
-        units of the slowest link, rounded up, summed over the schedule's steps."""
-        load = self._interval_loads(values)
-        per = np.ceil((load / (self.topology.bandwidth_array[:, None] / self.unit)).max(axis=0) - 1e-9)
-        return round(float(np.dot(per, self.multiplicity)))

@@ -27,19 +27,21 @@ from synth.bounds import BoundModel, bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
+from synth.ilp.allreduce import AllreduceFormulation, minimum_allreduce_steps
 from synth.ilp.formulation import (
     MAX_ROUTES_PER_PAIR,
     OBJECTIVES,
     Formulation,
     Infeasible,
     ModelSize,
+    RouteModel,
     TooLarge,
     enumerate_routes,
     truncated_pairs,
 )
 from synth.ilp.solve import SOLVERS, Progress, SolveResult, solve
 from synth.ilp.symmetry import SymmetryGroup, find_symmetry
-from synth.schedule import Schedule, ScheduleBuilder
+from synth.schedule import OP_COPY, OP_NAMES, Schedule, ScheduleBuilder
 from synth.simulate import simulate
 from synth.topology import Topology, topologies_equal
 from synth.transform import concat, dual_reduction
@@ -59,6 +61,12 @@ EXTRA_STEPS = 3
 
 #: Largest model (variables) built; beyond it the call refuses with a hint instead of grinding.
 MAX_VARIABLES = 200_000
+
+#: With ``allreduce="auto"``, the direct allreduce model is tried after reduce-scatter +
+#: allgather only when it has at most about this many variables.
+DIRECT_ALLREDUCE_MAX_VARIABLES = 40_000
+
+ALLREDUCE_MODES = ("auto", "composed", "direct")
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,10 @@ class IlpOptions:
     #: chunks per piece in each wave of a pipelined schedule (k must be a multiple): more than one
     #: lets a wave spread a piece over several paths (a broadcast over several trees)
     wave_chunks: int = 1
+    #: allreduce: "composed" (reduce-scatter then allgather; steps and pipelining per phase),
+    #: "direct" (`synth.ilp.allreduce`: steps are the whole schedule's), or "auto" (composed, then
+    #: direct from it when small; the faster is kept)
+    allreduce: str = "auto"
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -94,6 +106,8 @@ class IlpOptions:
             raise ValueError(f"time limit must be positive, got {self.time_limit}")
         if self.pipeline is not None and self.pipeline < 1:
             raise ValueError(f"pipeline stages must be at least 1, got {self.pipeline}")
+        if self.allreduce not in ALLREDUCE_MODES:
+            raise ValueError(f"allreduce must be one of {', '.join(ALLREDUCE_MODES)}, got {self.allreduce!r}")
         if self.wave_chunks < 1:
             raise ValueError(f"chunks per wave must be at least 1, got {self.wave_chunks}")
         if self.pipeline is not None and self.steps is not None:
@@ -203,8 +217,8 @@ def _build_schedule(topology: Topology, collective: Collective, steps: list, num
     builder = ScheduleBuilder(collective, topology, METHOD, params)
     names = topology.node_name
     per_step: list[list] = [[] for _ in range(num_steps)]
-    for s, src, dst, c, via in steps:
-        per_step[s].append((src, dst, c, "copy", tuple(names(w) for w in via)))
+    for s, src, dst, c, via, op in steps:
+        per_step[s].append((src, dst, c, OP_NAMES[op], tuple(names(w) for w in via)))
     for transfers in per_step:
         if transfers:
             builder.add_step(transfers)
@@ -243,8 +257,6 @@ def solve_forward(
     if group is None:
         group = find_symmetry(topology) if options.symmetry else None
     routes = enumerate_routes(topology)
-    s_min = max(1, minimum_steps(topology, collective))
-    objective = "time" if options.objective == "steps" else options.objective
     waves = 1
     if options.pipeline is not None:
         if collective.chunks_per_piece % options.wave_chunks:
@@ -253,22 +265,60 @@ def solve_forward(
                 f"the chunks per wave ({options.wave_chunks})"
             )
         waves = collective.chunks_per_piece // options.wave_chunks
-    if options.pipeline is not None:
-        candidates = [options.pipeline]
-    elif options.steps is not None:
-        candidates = [options.steps]
-    elif options.objective == "time":
-        top = options.max_steps if options.max_steps is not None else s_min + EXTRA_STEPS
-        candidates = list(range(s_min, max(s_min, top) + 1))
-    else:
-        # rounds: the latency bound; steps: the fewest steps, which is always the latency bound
-        # here (a step may carry any number of chunks, so the hop distances are reachable)
-        candidates = [s_min]
-    facts = latency_facts(topology)
     bm = bound_model(topology, collective.kind, collective.root)
+    objective = "time" if options.objective == "steps" else options.objective
+
+    def build(steps: int) -> Formulation:
+        return Formulation(
+            topology,
+            collective,
+            steps,
+            waves=waves,
+            objective=objective,
+            size=options.size,
+            group=group,
+            routes=routes,
+            bounds=bm,
+            max_variables=MAX_VARIABLES,
+        )
+
     starts = list(warm or [])
     if options.warm_start:
         starts += _baselines(topology, collective)
+    s_min = max(1, minimum_steps(topology, collective))
+    return _search(topology, collective, options, s_min, build, starts, waves, bm, budget, progress)
+
+
+def _candidates(options: IlpOptions, s_min: int) -> list[int]:
+    """Step counts (stages, when pipelined) to try, in order."""
+    if options.pipeline is not None:
+        return [options.pipeline]
+    if options.steps is not None:
+        return [options.steps]
+    if options.objective == "time":
+        top = options.max_steps if options.max_steps is not None else s_min + EXTRA_STEPS
+        return list(range(s_min, max(s_min, top) + 1))
+    # rounds: the latency bound; steps: the fewest steps, which is always the latency bound here
+    # (a step may carry any number of chunks, so the hop distances are reachable)
+    return [s_min]
+
+
+def _search(
+    topology: Topology,
+    collective: Collective,
+    options: IlpOptions,
+    s_min: int,
+    build: Callable[[int], RouteModel],
+    starts: list[Schedule],
+    waves: int,
+    bm: BoundModel,
+    budget: _Budget,
+    progress: Callable[[Progress], bool | None] | None,
+) -> Outcome:
+    """Solve the models ``build(steps)`` for the step counts to try and keep the best outcome."""
+    candidates = _candidates(options, s_min)
+    objective = "time" if options.objective == "steps" else options.objective
+    facts = latency_facts(topology)
     best: Outcome | None = None
     infeasible_reasons = []
     tried: list[Tried] = []
@@ -281,18 +331,7 @@ def solve_forward(
             if floor >= best.time_us:
                 break
         try:
-            form = Formulation(
-                topology,
-                collective,
-                steps,
-                waves=waves,
-                objective=objective,
-                size=options.size,
-                group=group,
-                routes=routes,
-                bounds=bm,
-                max_variables=MAX_VARIABLES,
-            )
+            form = build(steps)
         except TooLarge as exc:
             raise NotApplicable(
                 f"the ILP for {collective.describe()} in {steps} steps would have {exc.variables} route variables "
@@ -366,13 +405,16 @@ def _better(a: Outcome, b: Outcome, objective: str) -> bool:
 def _outcome(
     topology: Topology,
     collective: Collective,
-    form: Formulation,
+    form: RouteModel,
     result: SolveResult,
     options: IlpOptions,
     bounds: BoundModel,
 ) -> Outcome:
     assert result.values is not None
-    transfers = _cleanup(form.transfers(result.values), collective)
+    if isinstance(form, Formulation):
+        transfers = [(*t, OP_COPY) for t in _cleanup(form.transfers(result.values), collective)]
+    else:
+        transfers = form.transfers(result.values)  # every transfer of a tree allreduce is needed
     rounds = form.rounds_of(result.values)
     params: dict[str, Any] = {
         "objective": options.objective,
@@ -414,7 +456,7 @@ def _outcome(
     )
 
 
-def _known_bound(form: Formulation, result: SolveResult, bounds: BoundModel, options: IlpOptions) -> float | None:
+def _known_bound(form: RouteModel, result: SolveResult, bounds: BoundModel, options: IlpOptions) -> float | None:
     """The best lower bound known on the model's optimum: the solver's, or synth.bounds' when
     that is larger (a solve stopped early may not have one)."""
     physical = math.ceil(form.rounds_lower_bound(bounds) - 1e-6) if form.objective == "rounds" else bounds.time_us(options.size)
@@ -423,12 +465,14 @@ def _known_bound(form: Formulation, result: SolveResult, bounds: BoundModel, opt
     return max(float(result.bound), float(physical))
 
 
-def _restrictions(form: Formulation) -> tuple[str, ...]:
+def _restrictions(form: RouteModel) -> tuple[str, ...]:
     """What the model assumed beyond the collective's rules (an optimum is optimal among these)."""
     out = []
     if form.group.order > 1:
         out.append(f"invariant under {form.group.order} automorphisms")
-    if form.waves > 1:
+    if isinstance(form, AllreduceFormulation):
+        out.append("reducing each chunk along a tree into one root, then broadcasting it")
+    if isinstance(form, Formulation) and form.waves > 1:
         per = f" of {form.template.chunks_per_piece} chunks" if form.template.chunks_per_piece > 1 else ""
         out.append(f"pipelined ({form.waves} waves{per}, one {form.steps}-stage template)")
     if truncated_pairs(form.topology):
@@ -468,48 +512,121 @@ def solve_collective(
         )
         return _dual(forward, collective, topology)
     if kind is Kind.ALLREDUCE:
-        r, k = collective.num_ranks, collective.chunks_per_piece
-        if k % r:
+        return _allreduce(topology, collective, options, budget, progress)
+    return solve_forward(topology, collective, options, progress=progress, budget=budget)
+
+
+def _allreduce(
+    topology: Topology,
+    collective: Collective,
+    options: IlpOptions,
+    budget: _Budget,
+    progress: Callable[[Progress], bool | None] | None,
+) -> Outcome:
+    """Allreduce as reduce-scatter then allgather ("composed", k a multiple of R), with the direct
+    tree model (`synth.ilp.allreduce`), or ("auto") composed first, then the direct model started
+    from it when that model is small, keeping the faster."""
+    r, k = collective.num_ranks, collective.chunks_per_piece
+    mode = options.allreduce
+    composed = None
+    if mode in ("auto", "composed"):
+        if k % r == 0:
+            composed = _composed_allreduce(topology, collective, options, budget, progress)
+        elif mode == "composed":
             raise NotApplicable(
                 "ilp allreduce runs reduce-scatter then allgather, so --chunks must be a multiple of the rank count "
-                f"{r} (got {k})"
+                f"{r} (got {k}); or use the direct allreduce model"
             )
-        per_piece = k // r
-        allgather = Collective(Kind.ALLGATHER, r, per_piece)
-        ag = solve_forward(topology, allgather, options, progress=progress, budget=budget)
-        if topologies_equal(topology, topology.reversed()):
-            rs = _dual(ag, Collective(Kind.REDUCE_SCATTER, r, per_piece), topology)  # same machine both ways
-        else:
-            rs = _dual(
-                solve_forward(topology.reversed(), allgather, options, progress=progress, budget=budget),
-                Collective(Kind.REDUCE_SCATTER, r, per_piece),
-                topology,
-            )
-        params = {
-            "phases": ["reduce-scatter", "allgather"],
-            "reduce_scatter": dict(rs.schedule.params),
-            "allgather": dict(ag.schedule.params),
-        }
-        schedule = concat([rs.schedule, ag.schedule], collective, METHOD, params)
-        check(schedule, topology)
-        status = "optimal" if rs.status == ag.status == "optimal" else "feasible"
-        return Outcome(
-            schedule=schedule,
-            steps=schedule.num_steps,
-            status=status,
-            stopped_by=ag.stopped_by or rs.stopped_by,
-            objective=rs.objective + ag.objective,
-            bound=None if rs.bound is None or ag.bound is None else rs.bound + ag.bound,
-            rounds=rs.rounds + ag.rounds,
-            time_us=sync_time_us(schedule, topology, options.size),
-            elapsed=time.perf_counter() - budget.start,
-            model=ag.model,
-            symmetry_order=ag.symmetry_order,
-            meets_lower_bound=False,
-            restrictions=tuple(dict.fromkeys(("composed as reduce-scatter then allgather", *rs.restrictions, *ag.restrictions))),
-            phases=[rs, ag],
+    fewest_steps = options.objective == "steps"
+    if mode == "composed" or (composed is not None and (budget.exhausted() or composed.meets_lower_bound)):
+        return composed  # type: ignore[return-value]
+    routes = enumerate_routes(topology)
+    if composed is not None and not fewest_steps:
+        # start from the composed schedule: same number of steps, so it is a warm start
+        steps = composed.steps
+        if 2 * k * len(routes) * steps > DIRECT_ALLREDUCE_MAX_VARIABLES and mode == "auto":
+            return composed
+        direct_options = replace(options, steps=steps, pipeline=None)
+    else:
+        direct_options = replace(options, pipeline=None)
+    group = find_symmetry(topology) if options.symmetry else None
+    bm = bound_model(topology, Kind.ALLREDUCE)
+    objective = "time" if options.objective == "steps" else options.objective
+
+    def build(steps: int) -> AllreduceFormulation:
+        return AllreduceFormulation(
+            topology,
+            collective,
+            steps,
+            objective=objective,
+            size=options.size,
+            routes=routes,
+            bounds=bm,
+            max_variables=MAX_VARIABLES,
+            group=group,
         )
-    return solve_forward(topology, collective, options, progress=progress, budget=budget)
+
+    starts = [composed.schedule] if composed is not None else []
+    try:
+        direct = _search(
+            topology, collective, direct_options, minimum_allreduce_steps(topology), build, starts, 1, bm, budget, progress
+        )
+    except NotApplicable:
+        if composed is None:
+            raise
+        return composed
+    if composed is None:
+        return direct
+    if fewest_steps:
+        return direct if (direct.steps, direct.time_us) < (composed.steps, composed.time_us) else composed
+    return direct if _better(direct, composed, objective) else composed
+
+
+def _composed_allreduce(
+    topology: Topology,
+    collective: Collective,
+    options: IlpOptions,
+    budget: _Budget,
+    progress: Callable[[Progress], bool | None] | None,
+) -> Outcome:
+    """Reduce-scatter then allgather, each solved with ``options`` (steps per phase)."""
+    r, k = collective.num_ranks, collective.chunks_per_piece
+    per_piece = k // r
+    allgather = Collective(Kind.ALLGATHER, r, per_piece)
+    ag = solve_forward(topology, allgather, options, progress=progress, budget=budget)
+    if topologies_equal(topology, topology.reversed()):
+        rs = _dual(ag, Collective(Kind.REDUCE_SCATTER, r, per_piece), topology)  # same machine both ways
+    else:
+        rs = _dual(
+            solve_forward(topology.reversed(), allgather, options, progress=progress, budget=budget),
+            Collective(Kind.REDUCE_SCATTER, r, per_piece),
+            topology,
+        )
+    params = {
+        "phases": ["reduce-scatter", "allgather"],
+        "reduce_scatter": dict(rs.schedule.params),
+        "allgather": dict(ag.schedule.params),
+    }
+    schedule = concat([rs.schedule, ag.schedule], collective, METHOD, params)
+    check(schedule, topology)
+    status = "optimal" if rs.status == ag.status == "optimal" else "feasible"
+    time_us = sync_time_us(schedule, topology, options.size)
+    return Outcome(
+        schedule=schedule,
+        steps=schedule.num_steps,
+        status=status,
+        stopped_by=ag.stopped_by or rs.stopped_by,
+        objective=rs.objective + ag.objective,
+        bound=None if rs.bound is None or ag.bound is None else rs.bound + ag.bound,
+        rounds=rs.rounds + ag.rounds,
+        time_us=time_us,
+        elapsed=time.perf_counter() - budget.start,
+        model=ag.model,
+        symmetry_order=ag.symmetry_order,
+        meets_lower_bound=time_us <= bound_model(topology, Kind.ALLREDUCE).time_us(options.size) * (1 + 1e-6),
+        restrictions=tuple(dict.fromkeys(("composed as reduce-scatter then allgather", *rs.restrictions, *ag.restrictions))),
+        phases=[rs, ag],
+    )
 
 
 def _dual(forward: Outcome, reduction: Collective, topology: Topology) -> Outcome:
