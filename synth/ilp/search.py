@@ -653,9 +653,10 @@ def _status_text(outcome: Outcome) -> str:
 def describe(outcome: Outcome) -> str:
     """One line: steps, rounds, status (with gap and what cut the search); for a search over
     step counts, the status is for the step count of the schedule (see ``Outcome.tried``)."""
-    text = f"{outcome.steps} steps, {outcome.rounds} rounds, {_status_text(outcome)}"
+    steps = f"{outcome.steps} step" + ("s" if outcome.steps != 1 else "")
+    text = f"{steps}, {outcome.rounds} rounds, {_status_text(outcome)}"
     if len(outcome.tried) > 1:
-        text += f" for {outcome.steps} steps"
+        text += f" for {steps}"
     return text
 
 
