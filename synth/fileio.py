@@ -15,8 +15,14 @@ from synth.errors import InputError
 
 
 def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Path] = ()) -> Path:
-    """Write ``text`` to ``path`` atomically. Raises `InputError` if ``path`` is one of ``protect``
-    (the command's own inputs) or its folder cannot be created."""
+    """Write ``text`` to ``path`` atomically (UTF-8, newlines as given). Raises `InputError` if
+    ``path`` is one of ``protect`` (the command's own inputs) or its folder cannot be created."""
+    return write_bytes_atomic(path, text.encode("utf-8"), protect=protect)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str | Path] = ()) -> Path:
+    """Write ``data`` to ``path`` atomically (images and other binary outputs); the same checks as
+    `write_text_atomic`."""
     path = Path(path)
     target = path.resolve()
     for other in protect:
@@ -28,8 +34,8 @@ def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Pa
         raise InputError(str(path), "output", str(path), f"cannot create folder ({exc.strerror})") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
