@@ -21,6 +21,8 @@ class Progress:
 
     def __init__(self, total: int | None, desc: str = "", *, quiet: bool = False, unit: str = "it", file: TextIO | None = None):
         stream = file if file is not None else sys.stderr
+        self.stream = stream
+        self.quiet = quiet
         self.enabled = not quiet and hasattr(stream, "isatty") and stream.isatty()
         self._bar: Any = None
         if self.enabled:
@@ -32,10 +34,25 @@ class Progress:
         if self._bar is not None:
             self._bar.update(n)
 
+    def set_total(self, total: int) -> None:
+        """Say how many units there are, once the work has been counted."""
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
     def note(self, text: str) -> None:
         """Show what is being worked on now (after the counter)."""
         if self._bar is not None:
             self._bar.set_postfix_str(text, refresh=True)
+
+    def log(self, line: str) -> None:
+        """Print a line of progress log on the stream (above the bar on a terminal), unless quiet."""
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -48,10 +65,10 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def step_callback(self) -> Callable[[str], None]:
+    def step_callback(self, prefix: str = "") -> Callable[[str], None]:
         """A callback for library functions that announce each unit before doing it (such as
         `synth.compare.compare`'s ``progress``): each call after the first counts the previous
-        unit as done."""
+        unit as done; the note shows ``prefix`` and the unit's name."""
         started = False
 
         def callback(name: str) -> None:
@@ -59,6 +76,6 @@ class Progress:
             if started:
                 self.advance()
             started = True
-            self.note(name)
+            self.note(prefix + name)
 
         return callback

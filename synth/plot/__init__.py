@@ -12,6 +12,8 @@ synth`` and the CLI do not.
 """
 
 from synth.plot._common import render, save
+from synth.plot.curves import best_ranges, plot_curves
+from synth.plot.timeline import plot_timeline
 from synth.plot.topology import plot_topology, topology_layout
 
-__all__ = ["plot_topology", "render", "save", "topology_layout"]
+__all__ = ["best_ranges", "plot_curves", "plot_timeline", "plot_topology", "render", "save", "topology_layout"]
