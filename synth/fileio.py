@@ -6,12 +6,22 @@ leaves a half-written file; a path that is one of the command's inputs is never 
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from synth.errors import InputError
+
+
+@functools.cache
+def _default_mode() -> int:
+    """0666 less the process's umask: the mode ``open(path, "w")`` would give a new file (read
+    once: reading the umask means setting it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Path] = ()) -> Path:
@@ -34,6 +44,8 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str |
         raise InputError(str(path), "output", str(path), f"cannot create folder ({exc.strerror})") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        # mkstemp makes the file private (0600); give it the mode an ordinary write would have
+        os.fchmod(fd, _default_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)

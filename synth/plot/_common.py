@@ -60,11 +60,21 @@ def render(fig: Figure, fmt: str = "png", *, dpi: int = DEFAULT_DPI) -> bytes:
 
     if fmt not in FORMATS:
         raise ValueError(f"unknown image format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    freeze_layout(fig)
     buf = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {}
     with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT}):
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata)
     return buf.getvalue()
+
+
+def freeze_layout(fig: Figure) -> None:
+    """Run the constrained layout once and keep its result. Constrained layout starts from the
+    positions of the previous draw, so a figure saved twice (as PNG, then as SVG) would otherwise
+    come out slightly different the second time; frozen, every save of it is the same."""
+    if fig.get_layout_engine() is not None and fig.get_layout_engine().__class__.__name__ != "PlaceHolderLayoutEngine":
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
 
 
 def save(fig: Figure, path: str | Path, *, dpi: int = DEFAULT_DPI, protect: Iterable[str | Path] = ()) -> Path:
