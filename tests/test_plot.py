@@ -15,7 +15,7 @@ from synth.algorithms import synthesize
 from synth.bounds import bound_model
 from synth.compare import compare
 from synth.plot import best_ranges, plot_curves, plot_timeline, plot_topology, render, save, topology_layout
-from synth.plot.timeline import busy_time, gantt_rows
+from synth.plot.timeline import busy_time, gantt_rows, link_kinds
 from synth.plot.topology import MAX_CLASSES, bandwidth_classes
 from synth.simulate import Simulator
 from synth.units import size_range
@@ -267,18 +267,30 @@ def test_timeline_shows_idle_links(dgx1):
     assert len(busy) == 16 and set(busy) == {"50%"}  # each ring direction works half of the time
 
 
-def test_timeline_keeps_the_busiest_rows(dgx1):
-    tree = synthesize(dgx1, "allreduce", "double-binary-tree")
-    tl = Simulator(tree, dgx1).event([1 << 24])[0].timeline
-    all_rows = gantt_rows(tl, len(dgx1.links))
-    rows = gantt_rows(tl, len(dgx1.links), max_rows=5)
-    assert len(rows.links) == 5 and rows.links_with_data == len(all_rows.links)
-    assert min(rows.busy_us) >= sorted(all_rows.busy_us)[-5]
-    assert list(rows.links) == sorted(rows.links)
-    per_link = np.bincount(tl.link_ids, minlength=len(dgx1.links))
+def test_timeline_keeps_the_busiest_rows_of_each_kind(builtin):
+    topology = builtin("ndv2x2")
+    tree = synthesize(topology, "allreduce", "double-binary-tree")
+    tl = Simulator(tree, topology).event([1 << 24])[0].timeline
+    kinds = link_kinds(topology)
+    assert len(set(kinds.tolist())) == 5  # NVLink 25 and 50, GPU→NIC, NIC→GPU, NIC↔IB
+    all_rows = gantt_rows(tl, len(topology.links), kinds=kinds)
+    rows = gantt_rows(tl, len(topology.links), max_rows=9, kinds=kinds)
+    assert len(rows.links) == 9 and rows.links_with_data == len(all_rows.links) > 9
+    busy = dict(zip(all_rows.links.tolist(), all_rows.busy_us.tolist()))
+    shown_kinds = kinds[rows.links]
+    carrying_kinds = set(kinds[all_rows.links].tolist())
+    assert set(shown_kinds.tolist()) == carrying_kinds  # every kind that carries data has a row
+    for k in carrying_kinds:  # and each kind's rows are its busiest links
+        mine = [ell for ell in all_rows.links.tolist() if kinds[ell] == k]
+        picked = [ell for ell in rows.links.tolist() if kinds[ell] == k]
+        assert min(busy[ell] for ell in picked) >= sorted((busy[ell] for ell in mine), reverse=True)[len(picked) - 1]
+    # rows are grouped by kind, then ordered by link id
+    assert list(zip(shown_kinds.tolist(), rows.links.tolist())) == sorted(zip(shown_kinds.tolist(), rows.links.tolist()))
+    per_link = np.bincount(tl.link_ids, minlength=len(topology.links))
     assert len(rows.bar_transfer) == per_link[rows.links].sum()
-    fig = plot_timeline(tree, dgx1, 1 << 24, max_rows=5)
-    assert f"the 5 busiest of {rows.links_with_data} links" in fig.axes[0].get_title()
+    fig = plot_timeline(tree, topology, 1 << 24, max_rows=9)
+    assert f"{rows.links_with_data} links" in fig.axes[0].get_title()
+    assert "9 rows: the busiest links of each kind" in fig.axes[0].get_title()
     assert len(_collection(fig.axes[0], "transfers").get_paths()) == per_link[rows.links].sum()
 
 
@@ -287,7 +299,7 @@ def test_sync_timeline_has_barriers(dgx1, dgx1_multiring):
     fig = plot_timeline(dgx1_multiring, dgx1, size, model="sync")
     verts = np.array([p.vertices[:4] for p in _collection(fig.axes[0], "transfers").get_paths()])
     tl = Simulator(dgx1_multiring, dgx1).sync([size], timeline=True)[0].timeline
-    gr = gantt_rows(tl, len(dgx1.links))
+    gr = gantt_rows(tl, len(dgx1.links), kinds=link_kinds(dgx1))
     steps = tl.step[gr.bar_transfer]
     # no bar of a step starts before every bar of the previous step has ended
     for s in range(1, dgx1_multiring.num_steps):

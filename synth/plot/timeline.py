@@ -12,7 +12,8 @@ collective on this machine in the same cost model (`synth.bounds`).
 By default the event-driven model is drawn (transfers start as soon as their data is there and
 share links max-min fairly); the step-synchronous model (``model="sync"``) shows the steps as
 columns separated by barriers. A large machine has hundreds of links: beyond ``max_rows`` only the
-busiest links are drawn (the title says how many of how many).
+busiest links of each kind are drawn (GPU→NVSwitch, GPU→NIC, NIC→ToR, ToR→spine, …; the title
+says how many of how many).
 """
 
 from __future__ import annotations
@@ -65,9 +66,23 @@ def busy_time(starts: np.ndarray, ends: np.ndarray) -> float:
     return float(np.sum(e[last] - s[first]))
 
 
-def gantt_rows(timeline: Timeline, num_links: int, max_rows: int = MAX_ROWS) -> GanttRows:
-    """The rows and bars of the chart: every directed link that carries data (in link order), or
-    the ``max_rows`` busiest of them (ties by link id), and one bar per (link, transfer)."""
+def link_kinds(topology: Topology) -> np.ndarray:
+    """A kind number per directed link: links with the same bandwidth, latency and ends of the
+    same sort (rank or switch) are of one kind (GPU→NVSwitch, NIC→ToR, ToR→spine, …); kinds are
+    numbered in order of their first link."""
+    keys: dict[tuple, int] = {}
+    out = np.empty(len(topology.links), dtype=np.int64)
+    for i, link in enumerate(topology.links):
+        key = (link.bandwidth, link.latency, topology.is_switch(link.src), topology.is_switch(link.dst))
+        out[i] = keys.setdefault(key, len(keys))
+    return out
+
+
+def gantt_rows(timeline: Timeline, num_links: int, max_rows: int = MAX_ROWS, kinds: np.ndarray | None = None) -> GanttRows:
+    """The rows and bars of the chart: every directed link that carries data, or, when there are
+    more than ``max_rows``, the busiest links of each kind in turn (``kinds`` from `link_kinds`;
+    without it all links are of one kind), so that every kind of link shows; ties by link id.
+    Rows are ordered by kind, then link id; one bar per (link, transfer)."""
     ptr, transfers = timeline.by_link(num_links)
     counts = np.diff(ptr)
     carrying = np.flatnonzero(counts)
@@ -80,9 +95,16 @@ def gantt_rows(timeline: Timeline, num_links: int, max_rows: int = MAX_ROWS) -> 
         ],
         dtype=np.float64,
     )
+    kind = kinds[carrying] if kinds is not None else np.zeros(len(carrying), dtype=np.int64)
     shown = np.arange(len(carrying))
     if len(carrying) > max_rows:
-        shown = np.sort(np.lexsort((carrying, -busy))[:max_rows])
+        # rank of each link within its kind (busiest first), then take rank 0 of every kind, rank 1, …
+        order = np.lexsort((carrying, -busy, kind))
+        rank_in_kind = np.empty(len(carrying), dtype=np.int64)
+        starts = np.flatnonzero(np.r_[True, kind[order][1:] != kind[order][:-1]])
+        rank_in_kind[order] = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+        shown = np.lexsort((carrying, kind, rank_in_kind))[:max_rows]
+    shown = shown[np.lexsort((carrying[shown], kind[shown]))]
     links = carrying[shown]
     rows, bars = [], []
     for row, ell in enumerate(links):
@@ -131,7 +153,7 @@ def plot_timeline(
     c = schedule.collective
     if bound is None:
         bound = bound_model(topology, c.kind, c.root, model=BOUND_MODEL[model]).at(size)
-    g = gantt_rows(timeline, len(topology.links), max_rows)
+    g = gantt_rows(timeline, len(topology.links), max_rows, link_kinds(topology))
     num_rows = len(g.links)
 
     height = min(2.3 + 0.19 * max(num_rows, 4), 16.0)
@@ -196,15 +218,17 @@ def plot_timeline(
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
     fig.legend(loc="outside lower center", ncols=2, fontsize=8, frameon=False)
-    shown = f"{num_rows} links" if num_rows == g.links_with_data else f"the {num_rows} busiest of {g.links_with_data} links"
+    shown = f"{g.links_with_data} links"
     idle = len(topology.links) - g.links_with_data
     if idle:
         shown += f" ({idle} of {len(topology.links)} links idle)"
+    if num_rows < g.links_with_data:
+        shown += f"; {num_rows} rows: the busiest links of each kind"
     ax.set_title(
         title
         if title is not None
         else (
-            f"{c.kind.value} ({schedule.method}) on {topology.name}, {size_label(size)}, {MODEL_TITLES[model]} model: "
+            f"{c.kind.value} ({schedule.method}) on {topology.name}, {size_label(size)}, {MODEL_TITLES[model]} model\n"
             f"{schedule.num_transfers:,} transfers on {shown}"
         ),
         fontsize=10,
