@@ -40,7 +40,7 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ddd; padding: 0.2em 0.5em; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } td.name, th.name { text-align: left; }
 td.best { font-weight: bold; background: #e8f4e8; }
-.scroll { overflow-x: auto; } .note { color: #555; font-size: 0.9em; }
+.scroll { overflow-x: auto; } figure img.wide { max-width: none; } .note { color: #555; font-size: 0.9em; }
 nav a { margin-right: 1em; }
 """
 
@@ -153,7 +153,20 @@ def build_report(
 
 
 def render_html(topology: Topology, topo_png: bytes, sections: list[Section], model: str) -> str:
-    """The HTML page for already computed sections."""
+    """The HTML page for already computed sections (``topo_png``: the topology picture)."""
+    from synth.plot import topology_layout
+
+    if topology_layout(topology).collapsed:
+        topo_caption = (
+            "Each host collapsed into one box (its ranks and their bandwidth inside the host), switches above "
+            "what they connect, racks side by side; link width and colour by bandwidth per direction, a host's "
+            "links to one switch drawn as one line (count × bandwidth). Scroll sideways on a narrow screen."
+        )
+    else:
+        topo_caption = (
+            "Ranks (numbered squares) grouped by host, switches above the ranks they connect, a host's own "
+            "switch as a bar under its ranks; link width and colour by bandwidth per direction."
+        )
     e = html.escape
     sizes = sections[0].comparison.sizes if sections else ()
     parts = [
@@ -179,9 +192,12 @@ def render_html(topology: Topology, topo_png: bytes, sections: list[Section], mo
         "<nav>" + "".join(f'<a href="#{s.kind.value}">{e(s.kind.value)}</a>' for s in sections) + "</nav>",
         "<h2>Topology</h2>",
         "<figure>",
-        _img(topo_png, f"{topology.name}: ranks, switches and links by bandwidth", "topology"),
-        "<figcaption>Ranks (numbered squares) grouped by host, switches above the ranks they connect, "
-        "link width and colour by bandwidth per direction.</figcaption>",
+        '<div class="scroll">'
+        + _img(topo_png, f"{topology.name}: ranks, switches and links by bandwidth", "topology").replace(
+            "<img ", '<img class="wide" '
+        )
+        + "</div>",
+        f"<figcaption>{e(topo_caption)}</figcaption>",
         "</figure>",
     ]
     for s in sections:
