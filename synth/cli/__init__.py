@@ -49,6 +49,8 @@ def _register() -> None:
     main.add_command(__import__("synth.cli.nccl_cmds", fromlist=["nccl_model_cmd"]).nccl_model_cmd)
     main.add_command(__import__("synth.cli.simulate_cmd", fromlist=["simulate_cmd"]).simulate_cmd)
     main.add_command(__import__("synth.cli.compare_cmd", fromlist=["compare_cmd"]).compare_cmd)
+    for command in __import__("synth.cli.plot", fromlist=["COMMANDS"]).COMMANDS:
+        main.add_command(command)
 
 
 _register()
