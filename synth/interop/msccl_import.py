@@ -1,0 +1,631 @@
+"""An MSCCL algorithm → a verified `synth` schedule.
+
+The algorithm is executed symbolically, the way the MSCCL runtime runs it: one FIFO per (sender,
+receiver, channel); a thread block runs its steps in order; a step with ``depid``/``deps`` waits
+until thread block ``depid`` of the same GPU has finished a step numbered ``deps`` or later that
+carries ``hasdep="1"`` (the runtime publishes progress only at such steps). The execution checks
+what the runtime cannot: no thread block is left waiting (deadlock), no message is left over, no
+step reads a buffer position that holds no data, no two unordered steps touch one position with
+one of them writing (a race, found with vector clocks), and at the end every output position holds
+what the collective requires.
+
+Turning it into synth terms: synth holds one value per (rank, chunk). Every value an MSCCL buffer
+position holds is a *version* of some rank's value, possibly with received data not yet combined
+into it. A version is created when data crossing ranks is committed into a rank's value: a
+received chunk that is stored or forwarded becomes a ``copy`` transfer; received partial sums
+combined into a rank's own value (``rrc``/``rrs``/``rrcs``, or ``re`` from scratch) become
+``reduce`` transfers, all those combined at once sharing one step. Each transfer reads a specific
+version of its sender's value; synth steps are then assigned as early as the data flow allows
+(a longest-path over "created before read" and, for reductions, "read before overwritten"
+constraints), which keeps every transfer reading the very value it read in MSCCL. A data flow synth
+cannot express (a rank forwarding someone else's partial sum untouched while keeping its own, two
+diverging copies of one rank's value) is refused with the reason.
+
+Routes come from `synth.routing`: a pair of ranks without a direct link goes through the
+topology's switches; a pair without any switch path is refused.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from synth.collective import Kind
+from synth.errors import InputError, SynthError
+from synth.interop.msccl_xml import (
+    COLL_NAMES,
+    REDUCING,
+    Algo,
+    BufferLayout,
+    Slot,
+    Step,
+    buffer_layout,
+    chunks_per_piece,
+)
+from synth.routing import router_for
+from synth.schedule import Schedule, ScheduleBuilder
+from synth.topology import Topology
+from synth.verify import check
+
+#: Above this many (thread blocks × messages), the race check is skipped (vector clocks cost that).
+RACE_CHECK_LIMIT = 400_000_000
+
+
+class MscclInvalid(SynthError):
+    """The algorithm does not run correctly (deadlock, race, wrong result): like a schedule that
+    fails verification, exit code 1."""
+
+    exit_code = 1
+
+
+# ===================================================================================== values
+@dataclass(frozen=True)
+class VersionRef:
+    """Version ``index`` of ``rank``'s value of ``chunk`` (0 is the initial value)."""
+
+    rank: int
+    chunk: int
+    index: int
+
+
+@dataclass
+class Version:
+    """How a version came to be: the transfers committed into it (none for the initial value)."""
+
+    transfers: list[tuple[int, VersionRef, str]]  # (sender, version read, "copy"/"reduce")
+    mask: int
+    node: int = -1  # index in the step-assignment graph
+
+
+@dataclass(frozen=True)
+class Token:
+    """What a buffer position holds: a version of this rank's value (``base``) plus received data
+    not yet committed into it (``pending``: sender and the sender's version). ``mask`` is the set
+    of contributions (reductions); ``consumed`` marks data that went into a value this position
+    no longer equals."""
+
+    chunk: int
+    mask: int
+    base: VersionRef | None
+    pending: tuple[tuple[int, VersionRef], ...] = ()
+    consumed: bool = False
+
+
+@dataclass
+class _Message:
+    units: list[tuple[int, int, VersionRef]]  # (chunk, mask, version)
+    clock: np.ndarray | None
+    origin: tuple[int, int, int]  # (gpu, tb, step)
+
+
+@dataclass
+class ImportResult:
+    """The imported schedule and what was learned on the way."""
+
+    schedule: Schedule
+    algo: Algo
+    layout: BufferLayout
+    inplace: bool
+    warnings: list[str] = field(default_factory=list)
+    race_checked: bool = True
+    msccl_steps: int = 0
+    threadblocks: int = 0
+    messages: int = 0
+
+    def summary(self) -> str:
+        s = self.schedule
+        mode = "in place" if self.inplace else "out of place"
+        return (
+            f"{self.algo.name or '(unnamed)'}: {s.collective.describe()}, {mode}, {self.algo.proto}, "
+            f"{self.algo.nchannels} channel(s), {self.threadblocks} thread blocks, {self.msccl_steps} MSCCL steps, "
+            f"{self.messages} messages -> {s.num_steps} steps, {s.num_transfers} transfers on {s.topology_name}"
+        )
+
+
+# ================================================================================== execution
+class _Execution:
+    """Runs an MSCCL algorithm symbolically for one buffer layout."""
+
+    def __init__(self, algo: Algo, layout: BufferLayout, *, race_check: bool):
+        self.algo = algo
+        self.layout = layout
+        self.kind = layout.kind
+        self.reduction = layout.collective.is_reduction
+        self.full_mask = (1 << algo.ngpus) - 1
+        self.slots: list[dict[Slot, Token]] = [{} for _ in range(algo.ngpus)]
+        self.versions: dict[tuple[int, int], list[Version]] = {}
+        self.fifos: dict[tuple[int, int, int], deque[_Message]] = {}
+        self.dropped = 0
+        self.messages = 0
+        # thread ids for vector clocks
+        self.tid: dict[tuple[int, int], int] = {}
+        for gpu in algo.gpus:
+            for tb in gpu.threadblocks:
+                self.tid[(gpu.id, tb.id)] = len(self.tid)
+        nthreads = len(self.tid)
+        sends = sum(1 for g in algo.gpus for tb in g.threadblocks for st in tb.steps if st.type in ("s", "rcs", "rrs", "rrcs"))
+        self.race_check = race_check and nthreads * max(sends, 1) <= RACE_CHECK_LIMIT
+        self.clock: dict[int, np.ndarray] = (
+            {t: np.zeros(nthreads, dtype=np.int64) for t in range(nthreads)} if self.race_check else {}
+        )
+        self.snapshots: dict[tuple[int, int], np.ndarray] = {}  # (tid, step) -> clock after a hasdep step
+        # per (rank, position): the last write and the reads since, as (thread, clock, gpu, tb, step)
+        self.accesses: dict[tuple[int, Slot], tuple[tuple[int, ...] | None, list[tuple[int, ...]]]] = {}
+        for rank in range(algo.ngpus):
+            for slot, chunk in layout.initial(rank):
+                mask = (1 << rank) if self.reduction else 0
+                self.slots[rank][slot] = Token(chunk, mask, VersionRef(rank, chunk, 0))
+                self.versions[(rank, chunk)] = [Version([], mask)]
+
+    # ----------------------------------------------------------------------------- helpers
+    def _fail(self, gpu: int, tb: int, step: Step, message: str) -> MscclInvalid:
+        return MscclInvalid(f"{self.algo.source}: INVALID: gpu {gpu} tb {tb} step {step.s} ({step.type}): {message}")
+
+    def _slot(self, gpu: int, buf: str, off: int) -> Slot:
+        slot = self.layout.canonical(gpu, buf, off)
+        i_size, o_size = self.layout.sizes(gpu)
+        size = {"i": i_size, "o": o_size}.get(slot[0])
+        if size is not None and not 0 <= slot[1] < size:
+            what = "input" if slot[0] == "i" else "output"
+            coll = COLL_NAMES[self.kind]
+            raise InputError(
+                self.algo.source,
+                f"gpu[{gpu}]",
+                f"{buf}[{off}]",
+                f"position {slot[1]} is outside rank {gpu}'s {what} buffer of {size} chunk(s) in this {coll}",
+            )
+        return slot
+
+    def _describe(self, token: Token | None) -> str:
+        if token is None:
+            return "no data"
+        if not self.reduction:
+            return f"chunk {token.chunk}"
+        ranks = [r for r in range(self.algo.ngpus) if token.mask >> r & 1]
+        return f"chunk {token.chunk} with contributions of rank(s) {', '.join(map(str, ranks))}"
+
+    def _access(self, rank: int, slot: Slot, write: bool, event: tuple[int, ...], where) -> None:
+        """Record a read or write of a position; with race checking, require that the last write
+        (and for writes, every read since) happened before this access."""
+        if not self.race_check:
+            return
+        tid = event[0]
+        clock = self.clock[tid]
+        last_write, reads = self.accesses.get((rank, slot), (None, []))
+        others = [last_write] if last_write is not None else []
+        if write:
+            others += reads
+        for other in others:
+            if other[0] != tid and clock[other[0]] < other[1]:
+                g, t, s = other[2:]
+                raise where(
+                    f"races with gpu {g} tb {t} step {s} on {slot[0]}[{slot[1]}]: nothing orders the two (add a dependency)"
+                )
+        if write:
+            self.accesses[(rank, slot)] = (event, [])
+        else:
+            reads.append(event)
+            self.accesses[(rank, slot)] = (last_write, reads)
+
+    def _read(self, rank: int, slot: Slot, where) -> Token:
+        token = self.slots[rank].get(slot)
+        if token is None:
+            raise where(f"reads {slot[0]}[{slot[1]}], which holds no data at that point")
+        if token.consumed:
+            raise where(
+                f"reads {slot[0]}[{slot[1]}] after its data was combined into a value it does not hold; "
+                "synth cannot express this data flow"
+            )
+        return token
+
+    def _write(self, rank: int, slot: Slot, token: Token) -> None:
+        old = self.slots[rank].get(slot)
+        if old is not None and old.pending and not old.consumed and old is not token:
+            self.dropped += len(old.pending)
+        self.slots[rank][slot] = token
+
+    def _combine(self, a: Token, b: Token, where) -> Token:
+        if a.chunk != b.chunk:
+            raise where(f"combines chunk {a.chunk} with chunk {b.chunk}")
+        if a.mask & b.mask:
+            both = [r for r in range(self.algo.ngpus) if (a.mask & b.mask) >> r & 1]
+            raise where(f"counts the contribution of rank(s) {', '.join(map(str, both))} twice in chunk {a.chunk}")
+        if a.base is not None and b.base is not None:
+            raise where(f"combines two values of rank {a.base.rank}'s own chunk {a.chunk}")
+        return Token(a.chunk, a.mask | b.mask, a.base or b.base, a.pending + b.pending)
+
+    def commit(self, rank: int, token: Token, where) -> tuple[VersionRef, Token]:
+        """Turn received data held in a position into versions of ``rank``'s value (transfers)."""
+        if not token.pending:
+            assert token.base is not None
+            return token.base, token
+        chunk = token.chunk
+        chain = self.versions.setdefault((rank, chunk), [])
+        pending = list(token.pending)
+        if token.base is None:
+            sender, ref = pending.pop(0)
+            chain.append(Version([(sender, ref, "copy")], self.versions[(ref.rank, ref.chunk)][ref.index].mask))
+            base = VersionRef(rank, chunk, len(chain) - 1)
+        else:
+            base = token.base
+            if base.index != len(chain) - 1:
+                raise where(
+                    f"combines data into an older value of rank {rank}'s chunk {chunk} while a newer one exists; "
+                    "synth holds one value per rank and chunk"
+                )
+        if pending:
+            chain.append(Version([(s, ref, "reduce") for s, ref in pending], token.mask))
+            base = VersionRef(rank, chunk, len(chain) - 1)
+        return base, Token(chunk, token.mask, base)
+
+    # ----------------------------------------------------------------------------- execution
+    def run(self) -> None:
+        algo = self.algo
+        pcs = {key: 0 for key in self.tid}
+        flags = {key: -1 for key in self.tid}
+        remaining = sum(len(tb.steps) for g in algo.gpus for tb in g.threadblocks)
+        order = sorted(self.tid)
+        while remaining:
+            progress = False
+            for g, t in order:
+                tb = algo.gpus[g].threadblocks[t]
+                while pcs[(g, t)] < len(tb.steps):
+                    step = tb.steps[pcs[(g, t)]]
+                    if not self._ready(g, t, tb, step, flags):
+                        break
+                    self._execute(g, t, tb, step, flags)
+                    pcs[(g, t)] += 1
+                    remaining -= 1
+                    progress = True
+            if not progress:
+                raise self._deadlock(pcs, flags)
+        for (_src, dst, chan), fifo in sorted(self.fifos.items()):
+            if fifo:
+                g, t, s = fifo[0].origin
+                raise MscclInvalid(
+                    f"{algo.source}: INVALID: gpu {g} tb {t} step {s} sends to gpu {dst} on channel {chan}, "
+                    "but no step receives it"
+                )
+
+    def _ready(self, g: int, t: int, tb, step: Step, flags) -> bool:
+        if step.depid >= 0 and flags[(g, step.depid)] < step.deps:
+            return False
+        if step.type in ("r", "rcs", "rrs", "rrc", "rrcs"):
+            fifo = self.fifos.get((tb.recv, g, tb.channel))
+            if not fifo:
+                return False
+            if len(fifo[0].units) != step.count:
+                og, ot, os_ = fifo[0].origin
+                raise self._fail(
+                    g, t, step, f"receives {step.count} chunk(s) but gpu {og} tb {ot} step {os_} sent {len(fifo[0].units)}"
+                )
+        return True
+
+    def _deadlock(self, pcs, flags) -> MscclInvalid:
+        for (g, t), pc in sorted(pcs.items()):
+            tb = self.algo.gpus[g].threadblocks[t]
+            if pc >= len(tb.steps):
+                continue
+            step = tb.steps[pc]
+            if step.depid >= 0 and flags[(g, step.depid)] < step.deps:
+                target = self.algo.gpus[g].threadblocks[step.depid]
+                later = [s for s in target.steps[step.deps :] if s.hasdep and s.type != "nop"]
+                hint = "" if later else f" (no step {step.deps} or later of tb {step.depid} has hasdep=1)"
+                reason = f"waits forever for tb {step.depid} step {step.deps}{hint}"
+            else:
+                reason = f"waits forever for a message from gpu {tb.recv} on channel {tb.channel}"
+            return self._fail(g, t, step, f"deadlock: {reason}")
+        raise AssertionError("no stuck thread block")
+
+    def _execute(self, g: int, t: int, tb, step: Step, flags) -> None:
+        tid = self.tid[(g, t)]
+        where = lambda msg: self._fail(g, t, step, msg)  # noqa: E731
+        clock = None
+        if self.race_check:
+            clock = self.clock[tid]
+            if step.depid >= 0:
+                target = self.tid[(g, step.depid)]
+                snaps = [s for (tt, s) in self.snapshots if tt == target and s >= step.deps]
+                np.maximum(clock, self.snapshots[(target, min(snaps))], out=clock)
+            clock[tid] += 1
+        event = (tid, int(clock[tid]) if clock is not None else 0, g, t, step.s)
+        kind = step.type
+        if kind in REDUCING and not self.reduction:
+            raise where(f"a reduction step in a {COLL_NAMES[self.kind]}")
+        message = None
+        if kind in ("r", "rcs", "rrs", "rrc", "rrcs"):
+            message = self.fifos[(tb.recv, g, tb.channel)].popleft()
+            if clock is not None and message.clock is not None:
+                np.maximum(clock, message.clock, out=clock)
+        out_units: list[tuple[int, int, VersionRef]] = []
+        for u in range(step.count):
+            if kind == "nop":
+                break
+            received = None
+            if message is not None:
+                chunk, mask, ref = message.units[u]
+                received = Token(chunk, mask, None, ((tb.recv, ref),))
+            if kind == "s":
+                src = self._slot(g, step.srcbuf, step.srcoff + u)
+                self._access(g, src, False, event, where)
+                out_units.append(self._send_from(g, src, where))
+            elif kind in ("r", "rcs"):
+                dst = self._slot(g, step.dstbuf, step.dstoff + u)
+                self._access(g, dst, True, event, where)
+                self._write(g, dst, received)
+                if kind == "rcs":
+                    out_units.append(self._send_from(g, dst, where))
+            elif kind in ("rrc", "rrcs", "rrs"):
+                src = self._slot(g, step.srcbuf, step.srcoff + u)
+                self._access(g, src, False, event, where)
+                mine = self._read(g, src, where)
+                if kind == "rrs":
+                    result = self._combine(mine, received, where)
+                    ref, _ = self.commit(g, result, where)
+                    if mine.pending:
+                        self.slots[g][src] = Token(mine.chunk, mine.mask, mine.base, mine.pending, consumed=True)
+                    out_units.append((result.chunk, result.mask, ref))
+                    continue
+                dst = self._slot(g, step.dstbuf, step.dstoff + u)
+                if dst != src and mine.pending:
+                    _, mine = self.commit(g, mine, where)
+                    self.slots[g][src] = mine
+                self._access(g, dst, True, event, where)
+                self._write(g, dst, self._combine(mine, received, where))
+                if kind == "rrcs":
+                    out_units.append(self._send_from(g, dst, where))
+            elif kind == "cpy":
+                src = self._slot(g, step.srcbuf, step.srcoff + u)
+                dst = self._slot(g, step.dstbuf, step.dstoff + u)
+                self._access(g, src, False, event, where)
+                token = self._read(g, src, where)
+                if token.pending:
+                    _, token = self.commit(g, token, where)
+                    self.slots[g][src] = token
+                self._access(g, dst, True, event, where)
+                self._write(g, dst, token)
+            elif kind == "re":
+                src = self._slot(g, step.srcbuf, step.srcoff + u)
+                dst = self._slot(g, step.dstbuf, step.dstoff + u)
+                self._access(g, src, False, event, where)
+                self._access(g, dst, True, event, where)
+                theirs = self._read(g, src, where)
+                mine = self._read(g, dst, where)
+                result = self._combine(mine, theirs, where)
+                if theirs.pending and src != dst:
+                    self.slots[g][src] = Token(theirs.chunk, theirs.mask, theirs.base, theirs.pending, consumed=True)
+                self.slots[g][dst] = result
+        if out_units:
+            self.messages += 1
+            snapshot = clock.copy() if clock is not None else None
+            self.fifos.setdefault((g, tb.send, tb.channel), deque()).append(_Message(out_units, snapshot, (g, t, step.s)))
+        if step.hasdep and kind != "nop":
+            flags[(g, t)] = step.s
+            if clock is not None:
+                self.snapshots[(tid, step.s)] = clock.copy()
+
+    def _send_from(self, g: int, slot: Slot, where) -> tuple[int, int, VersionRef]:
+        token = self._read(g, slot, where)
+        ref, committed = self.commit(g, token, where)
+        self.slots[g][slot] = committed
+        return (token.chunk, token.mask, ref)
+
+    # ----------------------------------------------------------------------------- the end
+    def finish(self) -> None:
+        """Check the outputs and commit what they hold."""
+        coll = COLL_NAMES[self.kind]
+        for rank in range(self.algo.ngpus):
+            for slot, chunk in self.layout.required(rank):
+                token = self.slots[rank].get(slot)
+                ok = token is not None and token.chunk == chunk and not token.consumed
+                if ok and self.reduction:
+                    ok = token.mask == self.full_mask
+                if not ok:
+                    want = f"chunk {chunk}" + (" fully reduced" if self.reduction else "")
+                    raise MscclInvalid(
+                        f"{self.algo.source}: INVALID: at the end rank {rank}'s {slot[0]}[{slot[1]}] holds "
+                        f"{self._describe(token)}; a {coll} needs {want} there"
+                    )
+                ref, committed = self.commit(rank, token, lambda msg, r=rank: MscclInvalid(f"{self.algo.source}: {msg}"))
+                self.slots[rank][slot] = committed
+                if self.reduction and ref.index != len(self.versions[(rank, chunk)]) - 1:
+                    raise InputError(
+                        self.algo.source,
+                        f"gpu[{rank}]",
+                        f"{slot[0]}[{slot[1]}]",
+                        f"ends with an older value of chunk {chunk} than rank {rank} computed later; "
+                        "synth holds one value per rank and chunk",
+                    )
+        for rank in range(self.algo.ngpus):
+            for token in self.slots[rank].values():
+                if token.pending and not token.consumed:
+                    self.dropped += len(token.pending)
+
+
+# ============================================================================= step assignment
+def _assign_steps(versions: dict[tuple[int, int], list[Version]], reduction: bool, source: str) -> int:
+    """Give every version a step: a version is created after the versions its transfers read, after
+    the previous version of the same value, and (reductions) no later than the next version of a
+    value it reads. Longest path with edge weights 0/1; returns the number of steps."""
+    nodes: list[Version] = []
+    fixed: list[bool] = []
+    for key in sorted(versions):
+        for index, version in enumerate(versions[key]):
+            version.node = len(nodes)
+            nodes.append(version)
+            fixed.append(index == 0 and not version.transfers)
+    out: list[list[tuple[int, int]]] = [[] for _ in nodes]
+    for key in sorted(versions):
+        chain = versions[key]
+        for index, version in enumerate(chain):
+            if index:
+                out[chain[index - 1].node].append((version.node, 1))
+            for _, ref, _ in version.transfers:
+                read_chain = versions[(ref.rank, ref.chunk)]
+                out[read_chain[ref.index].node].append((version.node, 1))
+                if reduction and ref.index + 1 < len(read_chain):
+                    out[version.node].append((read_chain[ref.index + 1].node, 0))
+    value = [-1 if fixed[i] else 0 for i in range(len(nodes))]
+    queue = deque(range(len(nodes)))
+    queued = [True] * len(nodes)
+    limit = len(nodes) + 1
+    while queue:
+        u = queue.popleft()
+        queued[u] = False
+        for v, w in out[u]:
+            if value[u] + w > value[v]:
+                if fixed[v]:
+                    raise InputError(
+                        source, "(data flow)", None, "a value is read before the data it needs exists", show_value=False
+                    )
+                value[v] = value[u] + w
+                if value[v] > limit:
+                    raise InputError(
+                        source,
+                        "(data flow)",
+                        None,
+                        "the data flow cannot be ordered into synth steps: a value would have to be read after it is overwritten",
+                        show_value=False,
+                    )
+                if not queued[v]:
+                    queued[v] = True
+                    queue.append(v)
+    for node, version in zip(value, nodes):
+        version.node = node  # reuse the field for the assigned step
+    return max((v for v in value if v >= 0), default=-1) + 1
+
+
+# ================================================================================= entry points
+def _mode(algo: Algo, inplace: bool | None) -> bool:
+    if inplace is not None:
+        return inplace
+    return bool(algo.inplace and not algo.outofplace)
+
+
+def _root_candidates(algo: Algo, kind: Kind) -> list[int]:
+    """Ranks in the order to try as root: first those whose buffer use points at them (only the
+    root of a broadcast/scatter has an input, only the root of a reduce/gather an output)."""
+    likely = []
+    for gpu in algo.gpus:
+        for tb in gpu.threadblocks:
+            for st in tb.steps:
+                reads_input = st.type in ("s", "cpy", "re", "rrs", "rrc", "rrcs") and st.srcbuf == "i"
+                writes_output = st.type in ("r", "rcs", "rrc", "rrcs", "cpy", "re") and st.dstbuf == "o"
+                if (reads_input and kind in (Kind.BROADCAST, Kind.SCATTER)) or (
+                    writes_output and kind in (Kind.REDUCE, Kind.GATHER)
+                ):
+                    likely.append(gpu.id)
+    seen: list[int] = []
+    for r in [*likely, *range(algo.ngpus)]:
+        if r not in seen:
+            seen.append(r)
+    return seen
+
+
+def execute(
+    algo: Algo, *, inplace: bool | None = None, root: int | None = None, race_check: bool = True
+) -> tuple[_Execution, bool]:
+    """Run the algorithm symbolically (see the module docstring); returns the finished execution and
+    the mode used. Raises `MscclInvalid` if it does not compute its collective, `InputError` if it
+    cannot be read as one."""
+    kind = algo.kind
+    assert kind is not None
+    mode = _mode(algo, inplace)
+    try:
+        chunks_per_piece(kind, algo.ngpus, algo.nchunksperloop)
+    except ValueError as exc:
+        raise InputError(algo.source, "algo.nchunksperloop", algo.nchunksperloop, str(exc)) from None
+    rooted = kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER)
+    if root is not None and not 0 <= root < algo.ngpus:
+        raise InputError("--root", "root", root, f"not a rank of the algorithm (0 … {algo.ngpus - 1})")
+    candidates = [root] if (root is not None or not rooted) else _root_candidates(algo, kind)
+    first_error: SynthError | None = None
+    for cand in candidates:
+        layout = buffer_layout(kind, algo.ngpus, algo.nchunksperloop, inplace=mode, root=cand)
+        run = _Execution(algo, layout, race_check=race_check)
+        try:
+            run.run()
+            run.finish()
+        except (MscclInvalid, InputError) as exc:
+            if first_error is None:
+                first_error = exc
+            continue
+        return run, mode
+    assert first_error is not None
+    raise first_error
+
+
+def import_msccl(
+    algo: Algo,
+    topology: Topology,
+    *,
+    inplace: bool | None = None,
+    root: int | None = None,
+    race_check: bool = True,
+    warnings: list[str] | None = None,
+) -> ImportResult:
+    """An MSCCL algorithm as a verified synth schedule on ``topology``.
+
+    ``inplace`` chooses the buffer semantics (default: in place when the file says ``inplace="1"``
+    and not ``outofplace="1"``); ``root`` is needed only when it cannot be inferred (rooted
+    collectives carry no root in MSCCL files)."""
+    if algo.ngpus != topology.num_ranks:
+        raise InputError(
+            algo.source,
+            "algo.ngpus",
+            algo.ngpus,
+            f"topology {topology.name} has {topology.num_ranks} ranks; pick a matching --topology",
+        )
+    run, mode = execute(algo, inplace=inplace, root=root, race_check=race_check)
+    notes = list(warnings or [])
+    if run.dropped:
+        notes.append(f"{algo.source}: {run.dropped} received chunk(s) were never used; they are left out of the schedule")
+    if not run.race_check and race_check:
+        notes.append(f"{algo.source}: too large for the race check (vector clocks); it was skipped")
+    if algo.inplace and algo.outofplace:
+        other = not mode
+        try:
+            execute(algo, inplace=other, root=run.layout.collective.root, race_check=False)
+        except (MscclInvalid, InputError) as exc:
+            notes.append(f"{algo.source}: declared {'in place' if other else 'out of place'} too, but fails that way: {exc}")
+    steps = _assign_steps(run.versions, run.reduction, algo.source)
+    router = router_for(topology)
+    per_step: list[list[tuple[int, int, int, str, tuple[str, ...]]]] = [[] for _ in range(steps)]
+    vias: dict[tuple[int, int], tuple[str, ...]] = {}
+    for (rank, chunk), chain in sorted(run.versions.items()):
+        for version in chain:
+            for sender, _, op in version.transfers:
+                via = vias.get((sender, rank))
+                if via is None:
+                    found = router.via_names(sender, rank)
+                    if found is None:
+                        raise InputError(
+                            algo.source,
+                            f"gpu[{sender}]",
+                            f"sends to gpu {rank}",
+                            f"topology {topology.name} has no link or switch path from rank {sender} to rank {rank}; "
+                            "choose another --topology",
+                        )
+                    via = vias[(sender, rank)] = found
+                per_step[version.node].append((sender, rank, chunk, op, via))
+    params: dict[str, Any] = {
+        "msccl": {
+            "file": Path(algo.source).name,
+            "name": algo.name,
+            "proto": algo.proto,
+            "nchannels": algo.nchannels,
+            "inplace": mode,
+        }
+    }
+    builder = ScheduleBuilder(run.layout.collective, topology, "msccl-import", params)
+    for transfers in per_step:
+        builder.add_step(transfers)
+    schedule = builder.build()
+    check(schedule, topology)
+    nsteps = sum(len(tb.steps) for g in algo.gpus for tb in g.threadblocks)
+    ntbs = sum(len(g.threadblocks) for g in algo.gpus)
+    return ImportResult(schedule, algo, run.layout, mode, notes, run.race_check, nsteps, ntbs, run.messages)
