@@ -76,22 +76,23 @@ class VersionRef:
 class Version:
     """How a version came to be: the transfers committed into it (none for the initial value)."""
 
-    transfers: list[tuple[int, VersionRef, str]]  # (sender, version read, "copy"/"reduce")
+    transfers: list[tuple[int, VersionRef, str, int | None]]  # (sender, version read, "copy"/"reduce", step hint)
     mask: int
-    node: int = -1  # index in the step-assignment graph
+    steps: list[int] = field(default_factory=list)  # the synth step of each transfer, once assigned
 
 
 @dataclass(frozen=True)
 class Token:
     """What a buffer position holds: a version of this rank's value (``base``) plus received data
-    not yet committed into it (``pending``: sender and the sender's version). ``mask`` is the set
+    not yet committed into it (``pending``: sender, the sender's version, and the synth step the
+    receiving step names, if any). ``mask`` is the set
     of contributions (reductions); ``consumed`` marks data that went into a value this position
     no longer equals."""
 
     chunk: int
     mask: int
     base: VersionRef | None
-    pending: tuple[tuple[int, VersionRef], ...] = ()
+    pending: tuple[tuple[int, VersionRef, int | None], ...] = ()
     consumed: bool = False
 
 
@@ -247,8 +248,8 @@ class _Execution:
         chain = self.versions.setdefault((rank, chunk), [])
         pending = list(token.pending)
         if token.base is None:
-            sender, ref = pending.pop(0)
-            chain.append(Version([(sender, ref, "copy")], self.versions[(ref.rank, ref.chunk)][ref.index].mask))
+            sender, ref, hint = pending.pop(0)
+            chain.append(Version([(sender, ref, "copy", hint)], self.versions[(ref.rank, ref.chunk)][ref.index].mask))
             base = VersionRef(rank, chunk, len(chain) - 1)
         else:
             base = token.base
@@ -258,7 +259,7 @@ class _Execution:
                     "synth holds one value per rank and chunk"
                 )
         if pending:
-            chain.append(Version([(s, ref, "reduce") for s, ref in pending], token.mask))
+            chain.append(Version([(s, ref, "reduce", hint) for s, ref, hint in pending], token.mask))
             base = VersionRef(rank, chunk, len(chain) - 1)
         return base, Token(chunk, token.mask, base)
 
@@ -348,7 +349,7 @@ class _Execution:
             received = None
             if message is not None:
                 chunk, mask, ref = message.units[u]
-                received = Token(chunk, mask, None, ((tb.recv, ref),))
+                received = Token(chunk, mask, None, ((tb.recv, ref, step.synth_step),))
             if kind == "s":
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
                 self._access(g, src, False, event, where)
@@ -447,43 +448,96 @@ class _Execution:
 
 
 # ============================================================================= step assignment
-def _assign_steps(versions: dict[tuple[int, int], list[Version]], reduction: bool, source: str) -> int:
-    """Give every version a step: a version is created after the versions its transfers read, after
-    the previous version of the same value, and (reductions) no later than the next version of a
-    value it reads. Longest path with edge weights 0/1; returns the number of steps."""
-    nodes: list[Version] = []
+def _assign_steps(versions: dict[tuple[int, int], list[Version]], reduction: bool, source: str) -> tuple[int, bool]:
+    """Give every transfer a synth step (stored in ``Version.steps``); returns (steps, whether the
+    files' ``synth_step`` hints were used).
+
+    Constraints (x = step): a version's transfers come after the previous version of that value is
+    complete (x ≥ x_prev + 1), after the version each reads is complete (x ≥ x_read + 1), and, for
+    reductions, no later than the first transfer of the version that overwrites what they read
+    (a transfer reads the state at the start of its step). A longest path over these 0/1-weighted
+    constraints places every transfer as early as its data allows. When every transfer carries a
+    hint (files exported by synth name the step each receive came from) and the hints satisfy the
+    constraints, they are kept, so an exported schedule comes back step for step."""
+    # nodes: per version a start node S and a completion node C, per transfer a node X
+    value: list[int] = []
     fixed: list[bool] = []
-    for key in sorted(versions):
-        for index, version in enumerate(versions[key]):
-            version.node = len(nodes)
-            nodes.append(version)
-            fixed.append(index == 0 and not version.transfers)
-    out: list[list[tuple[int, int]]] = [[] for _ in nodes]
-    for key in sorted(versions):
-        chain = versions[key]
+    hints: list[int | None] = []
+    start: dict[tuple[int, int, int], int] = {}
+    done: dict[tuple[int, int, int], int] = {}
+    xnode: dict[tuple[int, int, int, int], int] = {}
+
+    def node(initial: int, is_fixed: bool = False, hint: int | None = None) -> int:
+        value.append(initial)
+        fixed.append(is_fixed)
+        hints.append(hint)
+        return len(value) - 1
+
+    for (rank, chunk), chain in sorted(versions.items()):
         for index, version in enumerate(chain):
+            key = (rank, chunk, index)
+            if not version.transfers:
+                done[key] = start[key] = node(-1, True)
+                continue
+            start[key] = node(0)
+            done[key] = node(0)
+            for t, (_, _, _, hint) in enumerate(version.transfers):
+                xnode[(*key, t)] = node(0, False, hint)
+    out: list[list[tuple[int, int]]] = [[] for _ in value]
+    for (rank, chunk), chain in sorted(versions.items()):
+        for index, version in enumerate(chain):
+            key = (rank, chunk, index)
+            if not version.transfers:
+                continue
             if index:
-                out[chain[index - 1].node].append((version.node, 1))
-            for _, ref, _ in version.transfers:
-                read_chain = versions[(ref.rank, ref.chunk)]
-                out[read_chain[ref.index].node].append((version.node, 1))
-                if reduction and ref.index + 1 < len(read_chain):
-                    out[version.node].append((read_chain[ref.index + 1].node, 0))
-    value = [-1 if fixed[i] else 0 for i in range(len(nodes))]
-    queue = deque(range(len(nodes)))
-    queued = [True] * len(nodes)
-    limit = len(nodes) + 1
+                out[done[(rank, chunk, index - 1)]].append((start[key], 1))
+            for t, (_, ref, _, _) in enumerate(version.transfers):
+                x = xnode[(*key, t)]
+                out[start[key]].append((x, 0))
+                out[x].append((done[key], 0))
+                out[done[(ref.rank, ref.chunk, ref.index)]].append((x, 1))
+                if reduction and ref.index + 1 < len(versions[(ref.rank, ref.chunk)]):
+                    out[x].append((start[(ref.rank, ref.chunk, ref.index + 1)], 0))
+    transfer_nodes = list(xnode.values())
+    use_hints = bool(transfer_nodes) and all(hints[x] is not None for x in transfer_nodes)
+    if use_hints:
+        trial = [h if h is not None else v for h, v in zip(hints, value)]
+        if _longest_paths(trial, fixed, out, source) and all(trial[x] == hints[x] for x in transfer_nodes):
+            value = trial
+        else:
+            use_hints = False
+    if not use_hints:
+        _longest_paths(value, fixed, out, source, strict=True)
+    for (rank, chunk), chain in versions.items():
+        for index, version in enumerate(chain):
+            version.steps = [value[xnode[(rank, chunk, index, t)]] for t in range(len(version.transfers))]
+    used = [value[x] for x in transfer_nodes]
+    # hints may leave gaps (steps whose transfers were dropped): close them up
+    distinct = sorted(set(used))
+    if distinct != list(range(len(distinct))):
+        renumber = {s: i for i, s in enumerate(distinct)}
+        for chain in versions.values():
+            for version in chain:
+                version.steps = [renumber[s] for s in version.steps]
+    return len(distinct), use_hints
+
+
+def _longest_paths(
+    value: list[int], fixed: list[bool], out: list[list[tuple[int, int]]], source: str, strict: bool = False
+) -> bool:
+    """Raise ``value`` to satisfy every ``value[v] >= value[u] + w`` (in place). Returns False (or
+    raises `InputError` when ``strict``) if the constraints cannot be met."""
+    queue = deque(range(len(value)))
+    queued = [True] * len(value)
+    limit = len(value) + max((v for v in value), default=0) + 1
     while queue:
         u = queue.popleft()
         queued[u] = False
         for v, w in out[u]:
             if value[u] + w > value[v]:
-                if fixed[v]:
-                    raise InputError(
-                        source, "(data flow)", None, "a value is read before the data it needs exists", show_value=False
-                    )
-                value[v] = value[u] + w
-                if value[v] > limit:
+                if fixed[v] or value[u] + w > limit:
+                    if not strict:
+                        return False
                     raise InputError(
                         source,
                         "(data flow)",
@@ -491,12 +545,11 @@ def _assign_steps(versions: dict[tuple[int, int], list[Version]], reduction: boo
                         "the data flow cannot be ordered into synth steps: a value would have to be read after it is overwritten",
                         show_value=False,
                     )
+                value[v] = value[u] + w
                 if not queued[v]:
                     queued[v] = True
                     queue.append(v)
-    for node, version in zip(value, nodes):
-        version.node = node  # reuse the field for the assigned step
-    return max((v for v in value if v >= 0), default=-1) + 1
+    return True
 
 
 # ================================================================================= entry points
@@ -592,16 +645,27 @@ def import_msccl(
             execute(algo, inplace=other, root=run.layout.collective.root, race_check=False)
         except (MscclInvalid, InputError) as exc:
             notes.append(f"{algo.source}: declared {'in place' if other else 'out of place'} too, but fails that way: {exc}")
-    steps = _assign_steps(run.versions, run.reduction, algo.source)
-    router = router_for(topology)
+    schedule = schedule_from_execution(run, mode, topology)
+    check(schedule, topology)
+    nsteps = sum(len(tb.steps) for g in algo.gpus for tb in g.threadblocks)
+    ntbs = sum(len(g.threadblocks) for g in algo.gpus)
+    return ImportResult(schedule, algo, run.layout, mode, notes, run.race_check, nsteps, ntbs, run.messages)
+
+
+def schedule_from_execution(run: _Execution, inplace: bool, topology: Topology | None) -> Schedule:
+    """The synth schedule of a finished execution (not verified here). Without a topology the
+    transfers get no routes (for comparisons only)."""
+    algo = run.algo
+    steps, _ = _assign_steps(run.versions, run.reduction, algo.source)
+    router = router_for(topology) if topology is not None else None
     per_step: list[list[tuple[int, int, int, str, tuple[str, ...]]]] = [[] for _ in range(steps)]
     vias: dict[tuple[int, int], tuple[str, ...]] = {}
     for (rank, chunk), chain in sorted(run.versions.items()):
         for version in chain:
-            for sender, _, op in version.transfers:
+            for (sender, _, op, _), step in zip(version.transfers, version.steps):
                 via = vias.get((sender, rank))
                 if via is None:
-                    found = router.via_names(sender, rank)
+                    found = router.via_names(sender, rank) if router is not None else ()
                     if found is None:
                         raise InputError(
                             algo.source,
@@ -611,21 +675,20 @@ def import_msccl(
                             "choose another --topology",
                         )
                     via = vias[(sender, rank)] = found
-                per_step[version.node].append((sender, rank, chunk, op, via))
+                per_step[step].append((sender, rank, chunk, op, via))
     params: dict[str, Any] = {
         "msccl": {
             "file": Path(algo.source).name,
             "name": algo.name,
             "proto": algo.proto,
             "nchannels": algo.nchannels,
-            "inplace": mode,
+            "inplace": inplace,
         }
     }
-    builder = ScheduleBuilder(run.layout.collective, topology, "msccl-import", params)
+    if topology is not None:
+        builder = ScheduleBuilder(run.layout.collective, topology, "msccl-import", params)
+    else:
+        builder = ScheduleBuilder(run.layout.collective, None, "msccl-import", params, topology_name="", topology_sha256="")
     for transfers in per_step:
         builder.add_step(transfers)
-    schedule = builder.build()
-    check(schedule, topology)
-    nsteps = sum(len(tb.steps) for g in algo.gpus for tb in g.threadblocks)
-    ntbs = sum(len(g.threadblocks) for g in algo.gpus)
-    return ImportResult(schedule, algo, run.layout, mode, notes, run.race_check, nsteps, ntbs, run.messages)
+    return builder.build()

@@ -93,6 +93,7 @@ class Step:
     depid: int = -1
     deps: int = -1
     hasdep: bool = False
+    synth_step: int | None = None  # extra attribute written by synth: the schedule step a receive belongs to
 
 
 @dataclass(frozen=True)
@@ -373,7 +374,8 @@ def _parse_step(
                 off,
                 f"chunks {off} … {off + count - 1} of buffer {buf!r} are outside its declared {size_of[buf]} chunk(s)",
             )
-    return Step(s, kind, bufs["srcbuf"], srcoff, bufs["dstbuf"], dstoff, count, depid, deps, hasdep)
+    hint = a.optional_int("synth_step")
+    return Step(s, kind, bufs["srcbuf"], srcoff, bufs["dstbuf"], dstoff, count, depid, deps, hasdep, hint)
 
 
 def _check_dependencies(algo: Algo, warnings: list[str]) -> None:
@@ -429,7 +431,9 @@ def algo_to_xml(algo: Algo) -> str:
                 out.append(
                     f'      <step s="{st.s}" type="{st.type}" srcbuf="{st.srcbuf}" srcoff="{st.srcoff}" '
                     f'dstbuf="{st.dstbuf}" dstoff="{st.dstoff}" cnt="{st.count}" depid="{st.depid}" '
-                    f'deps="{st.deps}" hasdep="{int(st.hasdep)}"/>'
+                    f'deps="{st.deps}" hasdep="{int(st.hasdep)}"'
+                    + ("" if st.synth_step is None else f' synth_step="{st.synth_step}"')
+                    + "/>"
                 )
             out.append("    </tb>")
         out.append("  </gpu>")
