@@ -620,7 +620,7 @@ def export_msccl(
     )
     counts = Counter(st.type for g in algo.gpus for tb in g.threadblocks for st in tb.steps)
     if self_check:
-        run, mode = execute(algo, inplace=inplace, root=coll.root)
+        run, mode = execute(algo, inplace=inplace, root=coll.root, fifo_capacity=1)
         back = schedule_from_execution(run, mode, None)
         result = compare(schedule, back)
         if not result.equivalent:

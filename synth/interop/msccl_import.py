@@ -131,8 +131,9 @@ class ImportResult:
 class _Execution:
     """Runs an MSCCL algorithm symbolically for one buffer layout."""
 
-    def __init__(self, algo: Algo, layout: BufferLayout, *, race_check: bool):
+    def __init__(self, algo: Algo, layout: BufferLayout, *, race_check: bool, fifo_capacity: int | None = None):
         self.algo = algo
+        self.capacity = fifo_capacity
         self.layout = layout
         self.kind = layout.kind
         self.reduction = layout.collective.is_reduction
@@ -268,6 +269,7 @@ class _Execution:
         algo = self.algo
         pcs = {key: 0 for key in self.tid}
         flags = {key: -1 for key in self.tid}
+        stalled: dict[tuple[int, int], _Message] = {}  # a fused step that received but cannot send yet
         remaining = sum(len(tb.steps) for g in algo.gpus for tb in g.threadblocks)
         order = sorted(self.tid)
         while remaining:
@@ -276,14 +278,25 @@ class _Execution:
                 tb = algo.gpus[g].threadblocks[t]
                 while pcs[(g, t)] < len(tb.steps):
                     step = tb.steps[pcs[(g, t)]]
-                    if not self._ready(g, t, tb, step, flags):
-                        break
-                    self._execute(g, t, tb, step, flags)
+                    message = stalled.pop((g, t), None)
+                    if message is None:
+                        if not self._ready(g, t, tb, step, flags):
+                            break
+                        message = self._execute(g, t, tb, step)
+                    if message is not None:
+                        fifo = self.fifos.setdefault((g, tb.send, tb.channel), deque())
+                        if self.capacity is not None and len(fifo) >= self.capacity:
+                            stalled[(g, t)] = message
+                            progress = progress or step.type != "s"
+                            break
+                        fifo.append(message)
+                        self.messages += 1
+                    self._complete(g, t, step, flags)
                     pcs[(g, t)] += 1
                     remaining -= 1
                     progress = True
             if not progress:
-                raise self._deadlock(pcs, flags)
+                raise self._deadlock(pcs, flags, stalled)
         for (_src, dst, chan), fifo in sorted(self.fifos.items()):
             if fifo:
                 g, t, s = fifo[0].origin
@@ -292,8 +305,17 @@ class _Execution:
                     "but no step receives it"
                 )
 
+    def _complete(self, g: int, t: int, step: Step, flags) -> None:
+        if step.hasdep and step.type != "nop":
+            flags[(g, t)] = step.s
+            if self.race_check:
+                tid = self.tid[(g, t)]
+                self.snapshots[(tid, step.s)] = self.clock[tid].copy()
+
     def _ready(self, g: int, t: int, tb, step: Step, flags) -> bool:
         if step.depid >= 0 and flags[(g, step.depid)] < step.deps:
+            return False
+        if step.type == "s" and self.capacity is not None and len(self.fifos.get((g, tb.send, tb.channel), ())) >= self.capacity:
             return False
         if step.type in ("r", "rcs", "rrs", "rrc", "rrcs"):
             fifo = self.fifos.get((tb.recv, g, tb.channel))
@@ -306,13 +328,18 @@ class _Execution:
                 )
         return True
 
-    def _deadlock(self, pcs, flags) -> MscclInvalid:
+    def _deadlock(self, pcs, flags, stalled) -> MscclInvalid:
         for (g, t), pc in sorted(pcs.items()):
             tb = self.algo.gpus[g].threadblocks[t]
             if pc >= len(tb.steps):
                 continue
             step = tb.steps[pc]
-            if step.depid >= 0 and flags[(g, step.depid)] < step.deps:
+            full = (g, t) in stalled or (
+                step.type == "s" and len(self.fifos.get((g, tb.send, tb.channel), ())) >= (self.capacity or 1 << 62)
+            )
+            if full:
+                reason = f"waits forever to send to gpu {tb.send} on channel {tb.channel} (its FIFO of {self.capacity} is full)"
+            elif step.depid >= 0 and flags[(g, step.depid)] < step.deps:
                 target = self.algo.gpus[g].threadblocks[step.depid]
                 later = [s for s in target.steps[step.deps :] if s.hasdep and s.type != "nop"]
                 hint = "" if later else f" (no step {step.deps} or later of tb {step.depid} has hasdep=1)"
@@ -322,7 +349,8 @@ class _Execution:
             return self._fail(g, t, step, f"deadlock: {reason}")
         raise AssertionError("no stuck thread block")
 
-    def _execute(self, g: int, t: int, tb, step: Step, flags) -> None:
+    def _execute(self, g: int, t: int, tb, step: Step) -> _Message | None:
+        """Apply a step; returns the message it sends, if any."""
         tid = self.tid[(g, t)]
         where = lambda msg: self._fail(g, t, step, msg)  # noqa: E731
         clock = None
@@ -401,13 +429,9 @@ class _Execution:
                     self.slots[g][src] = Token(theirs.chunk, theirs.mask, theirs.base, theirs.pending, consumed=True)
                 self.slots[g][dst] = result
         if out_units:
-            self.messages += 1
             snapshot = clock.copy() if clock is not None else None
-            self.fifos.setdefault((g, tb.send, tb.channel), deque()).append(_Message(out_units, snapshot, (g, t, step.s)))
-        if step.hasdep and kind != "nop":
-            flags[(g, t)] = step.s
-            if clock is not None:
-                self.snapshots[(tid, step.s)] = clock.copy()
+            return _Message(out_units, snapshot, (g, t, step.s))
+        return None
 
     def _send_from(self, g: int, slot: Slot, where) -> tuple[int, int, VersionRef]:
         token = self._read(g, slot, where)
@@ -580,11 +604,17 @@ def _root_candidates(algo: Algo, kind: Kind) -> list[int]:
 
 
 def execute(
-    algo: Algo, *, inplace: bool | None = None, root: int | None = None, race_check: bool = True
+    algo: Algo,
+    *,
+    inplace: bool | None = None,
+    root: int | None = None,
+    race_check: bool = True,
+    fifo_capacity: int | None = None,
 ) -> tuple[_Execution, bool]:
     """Run the algorithm symbolically (see the module docstring); returns the finished execution and
-    the mode used. Raises `MscclInvalid` if it does not compute its collective, `InputError` if it
-    cannot be read as one."""
+    the mode used. ``fifo_capacity`` bounds the messages a connection buffers (None: unbounded;
+    the runtime's FIFOs hold at least one). Raises `MscclInvalid` if it does not compute its
+    collective, `InputError` if it cannot be read as one."""
     kind = algo.kind
     assert kind is not None
     mode = _mode(algo, inplace)
@@ -599,7 +629,7 @@ def execute(
     first_error: SynthError | None = None
     for cand in candidates:
         layout = buffer_layout(kind, algo.ngpus, algo.nchunksperloop, inplace=mode, root=cand)
-        run = _Execution(algo, layout, race_check=race_check)
+        run = _Execution(algo, layout, race_check=race_check, fifo_capacity=fifo_capacity)
         try:
             run.run()
             run.finish()
