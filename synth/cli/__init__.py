@@ -40,11 +40,12 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import schedule_cmds, topo
+    from synth.cli import interop, schedule_cmds, topo
 
     main.add_command(topo.topo)
     for command in schedule_cmds.COMMANDS:
         main.add_command(command)
+    interop.register(main)
 
 
 _register()

@@ -27,7 +27,7 @@ topology's switches; a pair without any switch path is refused.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,7 +154,22 @@ class _Execution:
         self.clock: dict[int, np.ndarray] = (
             {t: np.zeros(nthreads, dtype=np.int64) for t in range(nthreads)} if self.race_check else {}
         )
-        self.snapshots: dict[tuple[int, int], np.ndarray] = {}  # (tid, step) -> clock after a hasdep step
+        # clocks after the hasdep steps that some step waits for, kept until the last waiter joined them
+        self.snapshots: dict[tuple[int, int], np.ndarray] = {}
+        self.waiters: Counter = Counter()
+        self.satisfier: dict[tuple[int, int, int], tuple[int, int]] = {}  # waiting (gpu, tb, step) -> (tid, step)
+        if self.race_check:
+            for gpu in algo.gpus:
+                for tb in gpu.threadblocks:
+                    for st in tb.steps:
+                        if st.depid < 0:
+                            continue
+                        target = gpu.threadblocks[st.depid]
+                        first = next((x.s for x in target.steps[st.deps :] if x.hasdep and x.type != "nop"), None)
+                        if first is not None:
+                            key = (self.tid[(gpu.id, st.depid)], first)
+                            self.satisfier[(gpu.id, tb.id, st.s)] = key
+                            self.waiters[key] += 1
         # per (rank, position): the last write and the reads since, as (thread, clock, gpu, tb, step)
         self.accesses: dict[tuple[int, Slot], tuple[tuple[int, ...] | None, list[tuple[int, ...]]]] = {}
         for rank in range(algo.ngpus):
@@ -310,7 +325,8 @@ class _Execution:
             flags[(g, t)] = step.s
             if self.race_check:
                 tid = self.tid[(g, t)]
-                self.snapshots[(tid, step.s)] = self.clock[tid].copy()
+                if self.waiters[(tid, step.s)]:
+                    self.snapshots[(tid, step.s)] = self.clock[tid].copy()
 
     def _ready(self, g: int, t: int, tb, step: Step, flags) -> bool:
         if step.depid >= 0 and flags[(g, step.depid)] < step.deps:
@@ -357,9 +373,11 @@ class _Execution:
         if self.race_check:
             clock = self.clock[tid]
             if step.depid >= 0:
-                target = self.tid[(g, step.depid)]
-                snaps = [s for (tt, s) in self.snapshots if tt == target and s >= step.deps]
-                np.maximum(clock, self.snapshots[(target, min(snaps))], out=clock)
+                key = self.satisfier[(g, t, step.s)]
+                np.maximum(clock, self.snapshots[key], out=clock)
+                self.waiters[key] -= 1
+                if not self.waiters[key]:
+                    del self.snapshots[key]
             clock[tid] += 1
         event = (tid, int(clock[tid]) if clock is not None else 0, g, t, step.s)
         kind = step.type

@@ -14,6 +14,7 @@ meaning.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -198,7 +199,8 @@ def parse_msccl_text(text: str, source: str = "<msccl>") -> tuple[Algo, list[str
         root = ET.fromstring(text)
     except ET.ParseError as exc:
         line, col = exc.position
-        raise InputError(source, f"line {line} column {col + 1}", None, f"malformed XML ({exc.msg})", show_value=False) from None
+        reason = re.sub(r": line \d+, column \d+$", "", str(exc))
+        raise InputError(source, f"line {line} column {col + 1}", None, f"malformed XML ({reason})", show_value=False) from None
     warnings: list[str] = []
     if root.tag != "algo":
         raise InputError(source, "(root element)", root.tag, "expected <algo> (an MSCCL algorithm file)")
