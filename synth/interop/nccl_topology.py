@@ -491,3 +491,42 @@ def _description(source, gpus, host, nvswitch_links, gpu_links, per_link, kinds,
         f"GPU-GPU NVLink {NVLINK_LATENCY:g}, NIC to network {NIC_NETWORK_LATENCY:g} us"
     )
     return "; ".join(parts) + "."
+
+
+# ================================================================================ comparisons
+@dataclass(frozen=True)
+class TopologyFigures:
+    """Figures to compare two descriptions of one machine (an import and a hand-written file):
+    per-rank ingress/egress (GB/s), the best route's bottleneck for every ordered rank pair (0
+    where only a relay through ranks reaches), and the ring synth's ring algorithms use with its
+    narrowest hop."""
+
+    ingress: tuple[float, ...]
+    egress: tuple[float, ...]
+    pair_bandwidth: tuple[tuple[float, ...], ...]
+    ring: tuple[int, ...]
+    ring_bottleneck: float
+
+
+def topology_figures(topology: Topology) -> TopologyFigures:
+    """`TopologyFigures` of a topology."""
+    from synth.routing import ring_order, router_for
+
+    router = router_for(topology)
+    n = topology.num_ranks
+    pairs = []
+    for a in range(n):
+        row = []
+        for b in range(n):
+            route = router.route(a, b) if a != b else None
+            row.append(0.0 if route is None else _gbps(route.bottleneck))
+        pairs.append(tuple(row))
+    order, _ = ring_order(topology, router)
+    hops = [pairs[a][b] for a, b in zip(order, order[1:] + order[:1])] if n > 1 else [0.0]
+    return TopologyFigures(
+        tuple(_gbps(topology.rank_ingress(r)) for r in range(n)),
+        tuple(_gbps(topology.rank_egress(r)) for r in range(n)),
+        tuple(pairs),
+        tuple(order),
+        min(hops),
+    )
