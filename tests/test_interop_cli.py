@@ -123,7 +123,7 @@ def test_topo_import_nccl(tmp_path):
         "topo", "import", "nccl", str(DATA / "nccl-hgx-a100-8gpu.xml"), "-o", str(out), "--hosts", "2", "--network", "rails"
     )
     assert r.exit_code == 0, r.stderr
-    assert r.stdout == f"wrote {out}: nccl-hgx-a100-8gpu: 16 ranks on 2 host(s), 61 switches, 188 directed links\n"
+    assert r.stdout == f"wrote {out}: nccl-hgx-a100-8gpu-x2: 16 ranks on 2 host(s), 61 switches, 188 directed links\n"
     r = invoke("topo", "show", str(out))
     assert r.exit_code == 0 and "ranks: 16 on 2 host(s)" in r.stdout
     r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--name", "rtx")

@@ -405,7 +405,8 @@ def import_nccl_topology_text(
 
     cpu_bw = {name: bw for name, bw, _ in host.cpus}
     kinds = sorted({kind for _, _, kind in host.cpus})
-    topo_name = name or Path(source).stem if not source.startswith("<") else (name or "nccl-import")
+    base = Path(source).stem if not source.startswith("<") else "nccl-import"
+    topo_name = name or (base if hosts == 1 else f"{base}-x{hosts}")
     if hosts > 1 and not host.nics:
         raise InputError(source, "system", None, "--hosts needs NICs to join the hosts, and the dump has none", show_value=False)
     desc = _description(source, gpus, host, nvswitch_links, gpu_links, per_link, kinds, hosts, network, nvlink_bandwidth)
