@@ -217,3 +217,29 @@ def test_compare_notices_differences():
     assert r.equivalent and not r.identical_steps and r.same_step == 3
     r = compare(a, other)
     assert not r.equivalent and "transfers differ" in r.difference
+
+
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER])
+@pytest.mark.parametrize("method", ["ring", "binomial"])
+@pytest.mark.parametrize("inplace", [False, True], ids=["outofplace", "inplace"])
+def test_other_roots_and_several_chunks_round_trip(kind, method, inplace, builtin):
+    from synth.algorithms import synthesize
+
+    topo = builtin("dgx1")
+    schedule = synthesize(topo, kind, method, root=5, chunks=3)
+    exported = export_msccl(schedule, inplace=inplace)
+    algo, _ = parse_msccl_text(algo_to_xml(exported.algo))
+    back = import_msccl(algo, topo)  # the root is inferred from the buffers the algorithm uses
+    assert back.schedule.collective.root == 5
+    assert compare(schedule, back.schedule).identical_steps
+
+
+@pytest.mark.parametrize("kind", [Kind.ALLGATHER, Kind.REDUCE_SCATTER, Kind.ALLTOALL, Kind.ALLREDUCE])
+def test_several_chunks_per_piece_round_trip(kind, builtin):
+    from synth.algorithms import synthesize
+
+    topo = builtin("ndv2x2")
+    schedule = synthesize(topo, kind, "direct", chunks=32 if kind is Kind.ALLREDUCE else 2)
+    for inplace in (False, True):
+        algo, _ = parse_msccl_text(algo_to_xml(export_msccl(schedule, inplace=inplace).algo))
+        assert compare(schedule, import_msccl(algo, topo).schedule).identical_steps

@@ -324,3 +324,14 @@ def test_default_topology_for_the_cli_is_a_builtin_nvswitch_box():
     for gpus, name in DEFAULT_NVSWITCH_BOX.items():
         t = get_topology(name)
         assert t.num_ranks == gpus and any("nvswitch" in s.name for s in t.switches)
+
+
+def test_a_file_declared_both_ways_is_imported_the_way_it_works(builtin):
+    text = (DATA / "msccl-allgather-ndv5-8gpu.xml").read_text().replace('outofplace="0"', 'outofplace="1"', 1)
+    algo, _ = parse_msccl_text(text, "both.xml")
+    result = import_msccl(algo, builtin("dgx-a100"))
+    assert result.inplace
+    assert result.warnings == [
+        "both.xml: declared out of place too, but fails that way: both.xml: INVALID: gpu 0 tb 14 step 0 (s): "
+        "reads o[0], which holds no data at that point"
+    ]

@@ -681,18 +681,26 @@ def import_msccl(
             algo.ngpus,
             f"topology {topology.name} has {topology.num_ranks} ranks; pick a matching --topology",
         )
-    run, mode = execute(algo, inplace=inplace, root=root, race_check=race_check)
     notes = list(warnings or [])
+    both = inplace is None and bool(algo.inplace and algo.outofplace)
+    try:
+        run, mode = execute(algo, inplace=False if both else inplace, root=root, race_check=race_check)
+    except (MscclInvalid, InputError) as exc:
+        if not both:
+            raise
+        # declared correct both ways: in place then, and say why out of place was not used
+        run, mode = execute(algo, inplace=True, root=root, race_check=race_check)
+        notes.append(f"{algo.source}: declared out of place too, but fails that way: {exc}")
+    else:
+        if both:
+            try:
+                execute(algo, inplace=True, root=run.layout.collective.root, race_check=False)
+            except (MscclInvalid, InputError) as exc:
+                notes.append(f"{algo.source}: declared in place too, but fails that way: {exc}")
     if run.dropped:
         notes.append(f"{algo.source}: {run.dropped} received chunk(s) were never used; they are left out of the schedule")
     if not run.race_check and race_check:
         notes.append(f"{algo.source}: too large for the race check (vector clocks); it was skipped")
-    if algo.inplace and algo.outofplace:
-        other = not mode
-        try:
-            execute(algo, inplace=other, root=run.layout.collective.root, race_check=False)
-        except (MscclInvalid, InputError) as exc:
-            notes.append(f"{algo.source}: declared {'in place' if other else 'out of place'} too, but fails that way: {exc}")
     schedule = schedule_from_execution(run, mode, topology)
     check(schedule, topology)
     nsteps = sum(len(tb.steps) for g in algo.gpus for tb in g.threadblocks)
