@@ -51,8 +51,9 @@ from synth.schedule import Schedule, ScheduleBuilder
 from synth.topology import Topology
 from synth.verify import check
 
-#: Above this many (thread blocks × messages), the race check is skipped (vector clocks cost that).
-RACE_CHECK_LIMIT = 400_000_000
+#: Above this many (thread blocks × messages), the race check is skipped: its vector clocks hold one
+#: counter per thread block for every message in flight (5·10^7 is about 200 MB at worst).
+RACE_CHECK_LIMIT = 50_000_000
 
 
 class MscclInvalid(SynthError):
@@ -152,7 +153,7 @@ class _Execution:
         sends = sum(1 for g in algo.gpus for tb in g.threadblocks for st in tb.steps if st.type in ("s", "rcs", "rrs", "rrcs"))
         self.race_check = race_check and nthreads * max(sends, 1) <= RACE_CHECK_LIMIT
         self.clock: dict[int, np.ndarray] = (
-            {t: np.zeros(nthreads, dtype=np.int64) for t in range(nthreads)} if self.race_check else {}
+            {t: np.zeros(nthreads, dtype=np.int32) for t in range(nthreads)} if self.race_check else {}
         )
         # clocks after the hasdep steps that some step waits for, kept until the last waiter joined them
         self.snapshots: dict[tuple[int, int], np.ndarray] = {}
