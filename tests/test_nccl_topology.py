@@ -242,3 +242,31 @@ def test_figures_tables():
     assert inter_cpu_bandwidth("x86_64", "GenuineIntel", 6, 143)[0] == 22.0
     assert inter_cpu_bandwidth("x86_64", "GenuineIntel", 6, 207)[0] == 40.0
     assert inter_cpu_bandwidth("x86_64", "AuthenticAMD", 175, 1)[0] == 16.0
+
+
+def test_nvlink_only_imports_are_the_builtins_fabric(builtin):
+    # with NCCL's PCIe, CPUs and NICs left out and the datasheet's 25 GB/s per NVLink, an import is
+    # link for link the built-in's NVLink fabric: any bound computed on one holds for the other
+    from synth import generators as gen
+    from synth.topology import topologies_equal
+
+    dgx1 = import_nccl_topology(DATA / "nccl-dgx1-v100-8gpu.xml", nvlink_only=True, nvlink_bandwidth=25).topology
+    assert topologies_equal(dgx1, builtin("dgx1"))
+    hgx = import_nccl_topology(DATA / "nccl-hgx-a100-8gpu.xml", nvlink_only=True, nvlink_bandwidth=25).topology
+    assert topologies_equal(hgx, gen.nvswitch(8, 300.0, 0.35))
+    h100 = import_nccl_topology(DATA / "nccl-ibm-h100-8gpu.xml", nvlink_only=True, nvlink_bandwidth=25).topology
+    assert topologies_equal(h100, gen.nvswitch(8, 450.0, 0.35))
+    # the built-ins add dead-end NIC nodes to the same NVSwitch fabric
+    ref = builtin("dgx-a100")
+    assert [
+        lk for lk in ref.links if not ref.node_name(lk.dst).startswith("nic") and not ref.node_name(lk.src).startswith("nic")
+    ] == list(hgx.links)
+
+
+def test_nvlink_only_needs_nvlinks_that_join_every_gpu():
+    with pytest.raises(InputError, match="--nvlink-only: the dump has no NVLink between GPUs"):
+        import_nccl_topology(DATA / "nccl-rtx3090-pcie-8gpu.xml", nvlink_only=True)
+    with pytest.raises(InputError, match="--nvlink-only: NVLinks alone do not join every GPU"):
+        import_nccl_topology(DATA / "nccl-azure-ncv4-4gpu.xml", nvlink_only=True)
+    with pytest.raises(InputError, match="use --nvlink-only for one host"):
+        import_nccl_topology(DATA / "nccl-hgx-a100-8gpu.xml", nvlink_only=True, hosts=2)

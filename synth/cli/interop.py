@@ -141,10 +141,13 @@ def topo_import_group() -> None:
     help="Join the hosts' NICs through one switch, or one switch per rail (i-th NIC of every host).",
 )
 @click.option("--nvlink-bandwidth", type=float, default=None, help="GB/s per NVLink instead of NCCL's per-generation figure.")
+@click.option("--nvlink-only", is_flag=True, help="Keep GPUs and NVLink/NVSwitch only (no PCIe, CPUs, NICs); one host.")
 @click.option("--name", default=None, help="Topology name (default: the file's name).")
-def topo_import_nccl_cmd(system_xml, output, hosts, network, nvlink_bandwidth, name):
+def topo_import_nccl_cmd(system_xml, output, hosts, network, nvlink_bandwidth, nvlink_only, name):
     """Import an NCCL topology dump (NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE) as a topology file."""
-    imported = import_nccl_topology(system_xml, hosts=hosts, network=network, name=name, nvlink_bandwidth=nvlink_bandwidth)
+    imported = import_nccl_topology(
+        system_xml, hosts=hosts, network=network, name=name, nvlink_bandwidth=nvlink_bandwidth, nvlink_only=nvlink_only
+    )
     _warn(imported.warnings)
     text = topology_to_json(imported.topology)
     if output in (None, "-"):

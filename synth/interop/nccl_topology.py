@@ -344,11 +344,18 @@ def import_nccl_topology_text(
     network: str = "single",
     name: str | None = None,
     nvlink_bandwidth: float | None = None,
+    nvlink_only: bool = False,
 ) -> NcclTopologyImport:
     """Build a topology from NCCL topology XML text (see the module docstring).
 
     ``nvlink_bandwidth`` (GB/s per link) replaces NCCL's per-generation figure, e.g. 25 to use the
-    datasheet's NVLink2/3 rate as synth's built-ins do."""
+    datasheet's NVLink2/3 rate as synth's built-ins do. ``nvlink_only`` keeps the GPUs and their
+    NVLinks/NVSwitch only (no PCIe, CPUs or NICs), the fabric that synth's NVLink built-ins
+    describe; one host only."""
+    if nvlink_only and hosts > 1:
+        raise InputError(
+            "--nvlink-only", "hosts", hosts, "the NICs that join hosts hang off PCIe; use --nvlink-only for one host"
+        )
     if hosts < 1:
         raise InputError("--hosts", "hosts", hosts, "must be at least 1")
     if network not in ("single", "rails"):
@@ -403,6 +410,11 @@ def import_nccl_topology_text(
             else:
                 warnings.append(f"{source}: {g.name}: NVLink to {target} of unknown class {tclass!r}; skipped")
 
+    if nvlink_only:
+        if not (nvswitch_links or gpu_links):
+            raise InputError(source, "system", None, "--nvlink-only: the dump has no NVLink between GPUs", show_value=False)
+        if cpu_links:
+            warnings.append(f"{source}: --nvlink-only leaves out the {len(cpu_links)} NVLink(s) to CPUs")
     cpu_bw = {name: bw for name, bw, _ in host.cpus}
     kinds = sorted({kind for _, _, kind in host.cpus})
     base = Path(source).stem if not source.startswith("<") else "nccl-import"
@@ -410,6 +422,11 @@ def import_nccl_topology_text(
     if hosts > 1 and not host.nics:
         raise InputError(source, "system", None, "--hosts needs NICs to join the hosts, and the dump has none", show_value=False)
     desc = _description(source, gpus, host, nvswitch_links, gpu_links, per_link, kinds, hosts, network, nvlink_bandwidth)
+    if nvlink_only:
+        desc = _description(source, gpus, _Host(), nvswitch_links, gpu_links, per_link, [], 1, network, nvlink_bandwidth)
+        desc = desc[:-1] + "; NVLink only: PCIe, CPUs and NICs left out."
+        host.switches, host.links, host.nics, host.cpus = [], [], [], []
+        cpu_links = []
     doc = _Doc(topo_name, desc)
     net_switches: list[str] = []
     if hosts > 1:
@@ -433,7 +450,8 @@ def import_nccl_topology_text(
         for a, b, bw, lat in host.links:
             doc.link(n(a), n(b), bw, lat)
         for g in gpus:
-            doc.link(n(g.name), n(g.parent), g.pcie, PCIE_LATENCY)
+            if not nvlink_only:
+                doc.link(n(g.name), n(g.parent), g.pcie, PCIE_LATENCY)
         for nic in host.nics:
             doc.link(n(nic.name), n(nic.parent), nic.uplink, PCIE_LATENCY)
         for i, (a, _, _) in enumerate(host.cpus):
@@ -449,7 +467,14 @@ def import_nccl_topology_text(
             if net_switches:
                 sw = net_switches[0] if network == "single" else net_switches[i]
                 doc.link(n(nic.name), sw, nic.speed, NIC_NETWORK_LATENCY)
-    topology = doc.build()
+    try:
+        topology = doc.build()
+    except InputError as exc:
+        if not nvlink_only:
+            raise
+        raise InputError(
+            source, "nvlink", None, f"--nvlink-only: NVLinks alone do not join every GPU ({exc.reason})", show_value=False
+        ) from None
     return NcclTopologyImport(topology, warnings, len(gpus), per_link, ", ".join(kinds))
 
 
@@ -470,7 +495,8 @@ def import_nccl_topology(path: str | Path, **kwargs) -> NcclTopologyImport:
 def _description(source, gpus, host, nvswitch_links, gpu_links, per_link, kinds, hosts, network, override) -> str:
     sms = sorted({g.sm for g in gpus})
     parts = [f"Imported from the NCCL topology dump {Path(source).name}: {len(gpus)} GPUs (sm {', '.join(map(str, sms))})"]
-    parts.append(f"{len(host.cpus)} CPU socket(s) ({'; '.join(kinds)})")
+    if host.cpus:
+        parts.append(f"{len(host.cpus)} CPU socket(s) ({'; '.join(kinds)})")
     if nvswitch_links:
         lo, hi = min(nvswitch_links.values()), max(nvswitch_links.values())
         rate = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
@@ -481,16 +507,20 @@ def _description(source, gpus, host, nvswitch_links, gpu_links, per_link, kinds,
         figure = ", ".join(f"sm {sm}: {bw:g}" for sm, bw in sorted(per_link.items()))
         parts.append(f"NVLink GB/s per link {'(given) ' if override else '(NCCL) '}{figure}")
     pci_switches = sum(1 for s in host.switches if s.startswith("pci"))
-    parts.append(f"{pci_switches} PCIe switch node(s)")
+    if host.cpus:
+        parts.append(f"{pci_switches} PCIe switch node(s)")
     if host.nics:
         speeds = ", ".join(f"{nic.speed:g}" for nic in host.nics)
         parts.append(f"{len(host.nics)} NIC(s) at {speeds} GB/s")
     if hosts > 1:
         parts.append(f"{hosts} hosts joined by {'one network switch' if network == 'single' else 'one switch per rail'}")
-    parts.append(
-        f"alpha: PCIe {PCIE_LATENCY:g}, inter-socket {INTER_CPU_LATENCY:g}, NVSwitch link {NVSWITCH_LATENCY:g}, "
-        f"GPU-GPU NVLink {NVLINK_LATENCY:g}, NIC to network {NIC_NETWORK_LATENCY:g} us"
-    )
+    if host.cpus:
+        parts.append(
+            f"alpha: PCIe {PCIE_LATENCY:g}, inter-socket {INTER_CPU_LATENCY:g}, NVSwitch link {NVSWITCH_LATENCY:g}, "
+            f"GPU-GPU NVLink {NVLINK_LATENCY:g}, NIC to network {NIC_NETWORK_LATENCY:g} us"
+        )
+    else:
+        parts.append(f"alpha: NVSwitch link {NVSWITCH_LATENCY:g}, GPU-GPU NVLink {NVLINK_LATENCY:g} us")
     return "; ".join(parts) + "."
 
 
