@@ -155,3 +155,22 @@ def test_exit_codes_through_a_real_process(tmp_path):
         text=True,
     )
     assert p.returncode == 2 and p.stderr == f"synth: error: {tmp_path / 'missing.xml'}: no such file\n"
+
+
+def test_topo_import_nccl_nvlink_only(tmp_path):
+    out = tmp_path / "dgx1.json"
+    r = invoke(
+        "topo",
+        "import",
+        "nccl",
+        str(DATA / "nccl-dgx1-v100-8gpu.xml"),
+        "--nvlink-only",
+        "--nvlink-bandwidth",
+        "25",
+        "-o",
+        str(out),
+    )
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == f"wrote {out}: nccl-dgx1-v100-8gpu: 8 ranks on 1 host(s), 0 switches, 32 directed links\n"
+    r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--nvlink-only")
+    assert r.exit_code == 2 and "the dump has no NVLink between GPUs" in r.stderr
