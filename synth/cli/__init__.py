@@ -40,7 +40,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import schedule_cmds, topo
+    from synth.cli import interop, schedule_cmds, topo
 
     main.add_command(topo.topo)
     for command in schedule_cmds.COMMANDS:
@@ -51,6 +51,7 @@ def _register() -> None:
     main.add_command(__import__("synth.cli.compare_cmd", fromlist=["compare_cmd"]).compare_cmd)
     for command in __import__("synth.cli.plot", fromlist=["COMMANDS"]).COMMANDS:
         main.add_command(command)
+    interop.register(main)
 
 
 _register()
