@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-all lint bench generated topologies clean
+.PHONY: setup demo test test-all lint bench generated topologies images clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
@@ -44,6 +44,15 @@ generated: $(STAMP)
 
 topologies: $(STAMP)
 	$(BIN)/synth topo write-builtins
+
+## The pictures of README.md and docs/plots.md (docs/images/), made by the commands they name.
+images: $(STAMP)
+	$(BIN)/synth plot topo dgx1 -o docs/images/dgx1-topology.png
+	$(BIN)/synth plot compare dgx1 --collective allreduce -o docs/images/dgx1-allreduce-curves.png -q
+	$(BIN)/synth plot schedule generated/dgx1/allreduce-ring.json --size 1GiB -o docs/images/dgx1-allreduce-ring-timeline.png
+	$(BIN)/synth plot schedule generated/dgx1/allreduce-multiring.json --size 1GiB -o docs/images/dgx1-allreduce-multiring-timeline.png
+	$(BIN)/synth plot topo fattree-4rack -o docs/images/fattree-4rack-topology.png
+	$(BIN)/synth plot topo dgx-a100x2 -o docs/images/dgx-a100x2-topology.png
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

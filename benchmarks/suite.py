@@ -5,7 +5,10 @@ Writes ``benchmarks/results/suite.csv`` (every method × case) and ``benchmarks/
 (per case: the best method, its ratio to the bound, the runner-up, and how long synthesis took),
 and with ``--readme`` replaces the suite section of ``benchmarks/README.md``.
 
-    .venv/bin/python benchmarks/suite.py [--readme] [--topologies dgx1,...] [--collectives ...] [--methods ...]
+    .venv/bin/python benchmarks/suite.py [--readme] [--topologies dgx1,...] [--collectives ...] [--methods ...] [-q]
+
+On a terminal a progress bar shows the case being run (per-case timings print above it); off a
+terminal only the per-case lines go to stderr; ``-q`` silences both.
     make bench
 """
 
@@ -23,6 +26,7 @@ from pathlib import Path
 from synth.builtin import BUILTIN_NAMES, get_topology
 from synth.collective import ALL_KINDS, parse_kind
 from synth.compare import compare, default_methods
+from synth.progress import Progress
 from synth.units import format_size
 
 HERE = Path(__file__).resolve().parent
@@ -46,15 +50,17 @@ COLUMNS = (
 )
 
 
-def run(topologies, kinds, methods, progress) -> tuple[list[dict], list[dict]]:
+def run(topologies, kinds, methods, progress: Progress) -> tuple[list[dict], list[dict]]:
     rows, cases = [], []
     for topo_name in topologies:
         topology = get_topology(topo_name)
         for kind in kinds:
             names = [m for m in methods if m in default_methods(kind)] if methods else None
             started = time.perf_counter()
+            progress.note(f"{topo_name} {kind.value}")
             c = compare(topology, kind, SIZES, methods=names)
-            progress(f"{topo_name:14s} {kind.value:15s} {time.perf_counter() - started:6.1f} s")
+            progress.advance()
+            progress.log(f"{topo_name:14s} {kind.value:15s} {time.perf_counter() - started:6.1f} s")
             synth_s = {o.method: o.synth_seconds for o in c.outcomes if o.ok}
             shape = {o.method: o for o in c.outcomes if o.ok}
             for i, size in enumerate(c.sizes):
@@ -136,12 +142,14 @@ def main() -> None:
     parser.add_argument("--methods", default="", help="comma-separated (default: every applicable method)")
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--readme", action="store_true", help="write the table into benchmarks/README.md")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
     args = parser.parse_args()
     topologies = [t for t in args.topologies.split(",") if t]
     kinds = [parse_kind(k) for k in args.collectives.split(",") if k]
     methods = [m for m in args.methods.split(",") if m]
     started = time.perf_counter()
-    rows, cases = run(topologies, kinds, methods, lambda line: print(line, file=sys.stderr, flush=True))
+    with Progress(len(topologies) * len(kinds), "suite", quiet=args.quiet, unit="case") as progress:
+        rows, cases = run(topologies, kinds, methods, progress)
     elapsed = time.perf_counter() - started
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -184,7 +184,7 @@ def compare(
     kind = Kind(kind)
     sizes = tuple(int(s) for s in sizes)
     names = list(methods) if methods is not None else default_methods(kind)
-    bm = bound_model(topology, kind, root)
+    bm = bound_model(topology, kind, root, model="event" if model == "event" else "step")
     bounds = tuple(bm.at(s) for s in sizes)
     outcomes = []
     collective_root = None

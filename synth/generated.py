@@ -73,6 +73,14 @@ def entries(
                 yield Entry(topo_name, kind, method, rel, schedule.num_steps, schedule.num_transfers), schedule_to_json(schedule)
 
 
+def entry_count(
+    topologies: tuple[str, ...] = BUILTIN_NAMES,
+    methods: tuple[str, ...] = CLASSIC_METHODS + NCCL_METHODS,
+) -> int:
+    """How many entries `entries` yields (for a progress bar), without synthesizing anything."""
+    return len(topologies) * sum(1 for kind in ALL_KINDS for method in methods if METHODS[method].serves(kind))
+
+
 def index_text(rows: list[Entry]) -> str:
     lines = [
         "# Generated schedules",

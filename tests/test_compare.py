@@ -47,3 +47,13 @@ def test_cli_table_and_json(tmp_path):
     assert data["collective"] == "allreduce" and data["sizes"][0]["methods"][0]["ratio_to_bound"] >= 1
     bad = runner.invoke(main, ["compare", "dgx1", "-c", "allreduce", "--sizes", "1XB"])
     assert bad.exit_code == 2
+
+
+def test_event_model_compares_against_the_event_bound(dgx1):
+    from synth.bounds import bound_model
+
+    c = compare(dgx1, "allgather", [1 << 10, 1 << 30], model="event")
+    event_bound = bound_model(dgx1, "allgather", model="event")
+    assert [b.time_us for b in c.bounds] == pytest.approx([event_bound.time_us(s) for s in c.sizes], rel=1e-12)
+    for i in range(len(c.sizes)):
+        assert all(r.ratio >= 1 - 1e-9 for r in c.rows(i))

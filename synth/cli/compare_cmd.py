@@ -4,16 +4,16 @@ bound and NCCL's analytic model (library: `synth.compare`)."""
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import parse_kind
-from synth.compare import DEFAULT_SIZES, Comparison, compare
+from synth.compare import DEFAULT_SIZES, Comparison, compare, default_methods
 from synth.errors import InputError
 from synth.nccl_model import LABEL as NCCL_LABEL
+from synth.progress import Progress
 from synth.simulate import MODEL_TITLES
 from synth.units import format_size
 
@@ -73,7 +73,8 @@ def render(c: Comparison) -> str:
 @click.option("-m", "--methods", default=None, help="Comma-separated methods (default: every applicable one).")
 @click.option("--model", type=click.Choice(["sync", "event"]), default="sync", show_default=True, help="Simulator model.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def compare_cmd(topology, collective, root, size_list, begin, end, factor, step, methods, model, as_json):
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar (it is only drawn on a terminal anyway).")
+def compare_cmd(topology, collective, root, size_list, begin, end, factor, step, methods, model, as_json, quiet):
     """Synthesize every applicable method for a collective on TOPOLOGY, verify each schedule, and
     print predicted time, algbw, busbw and the ratio to the lower bound per size, best first."""
     topo, _ = load_topology_arg(topology)
@@ -86,13 +87,9 @@ def compare_cmd(topology, collective, root, size_list, begin, end, factor, step,
     if root is not None and not 0 <= root < topo.num_ranks:
         raise InputError("synth compare", "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
 
-    def progress(name: str) -> None:
-        if sys.stderr.isatty() and not as_json:
-            click.echo(f"\r  synthesizing {name} ...".ljust(60), nl=False, err=True)
-
-    result = compare(topo, kind, sizes, root=root, methods=names, model=model, progress=progress)
-    if sys.stderr.isatty() and not as_json:
-        click.echo("\r".ljust(60) + "\r", nl=False, err=True)
+    total = len(names) if names is not None else len(default_methods(kind))
+    with Progress(total, "compare", quiet=quiet or as_json, unit="method") as bar:
+        result = compare(topo, kind, sizes, root=root, methods=names, model=model, progress=bar.step_callback())
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
