@@ -1,16 +1,19 @@
 """Synthesizers, one per module, and the registry that the CLI and library calls go through.
 
 Every method is a function ``synthesize(topology, collective, router=None) -> Schedule`` in its own
-module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case.
+module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case. A method
+may accept keyword options (``Method.options`` names them, e.g. the ILP's steps and time limit).
 `synthesize` here looks the method up, picks the default chunk count, and verifies the result before
 returning it: no schedule leaves this function unverified.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from synth import ilp
 from synth.algorithms import (
     binomial,
     direct,
@@ -36,11 +39,13 @@ class Method:
     name: str
     summary: str
     collectives: frozenset[Kind]
-    build: Callable[[Topology, Collective, Router | None], Schedule]
+    build: Callable[..., Schedule]
     default_chunks: Callable[[Kind, int], int]
     #: for methods whose natural chunk count depends on the machine (e.g. one chunk per ring
     #: channel); when set it is used instead of ``default_chunks``
     topology_chunks: Callable[[Kind, Topology], int] | None = None
+    #: Keyword options ``build`` accepts beyond (topology, collective, router).
+    options: frozenset[str] = frozenset()
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives
@@ -113,6 +118,14 @@ METHODS: dict[str, Method] = {
         hierarchical.synthesize,
         _ranks_for_allreduce,
     ),
+    "ilp": Method(
+        "ilp",
+        "exact ILP (HiGHS/CBC): optimal time, rounds or steps for given steps and chunks (synth ilp for options)",
+        ilp.COLLECTIVES,
+        ilp.synthesize,
+        _ranks_for_allreduce,
+        options=ilp.OPTION_NAMES,
+    ),
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
@@ -155,11 +168,13 @@ def synthesize(
     chunks: int | None = None,
     router: Router | None = None,
     verify: bool = True,
+    options: Mapping[str, Any] | None = None,
 ) -> Schedule:
     """Synthesize and verify a schedule of ``kind`` on ``topology`` with ``method``.
 
     ``chunks`` is k, the chunks per piece (default: what the method needs, e.g. R for a ring
-    allreduce). Raises `NotApplicable` if the method cannot serve the case, and
+    allreduce). ``options`` are the method's own keyword options (`Method.options`). Raises
+    `NotApplicable` if the method cannot serve the case or does not know an option, and
     `synth.verify.VerificationError` if the result fails the verifier (a bug, never silent).
     """
     kind = Kind(kind)
@@ -168,8 +183,11 @@ def synthesize(
         raise NotApplicable(
             f"method {method} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in m.collectives))})"
         )
+    unknown = sorted(set(options or {}) - m.options)
+    if unknown:
+        raise NotApplicable(f"method {method} takes no option(s) {', '.join(unknown)}")
     collective = make_collective(topology, kind, method, root, chunks)
-    schedule = m.build(topology, collective, router)
+    schedule = m.build(topology, collective, router, **dict(options or {}))
     if verify:
         check(schedule, topology)
     return schedule

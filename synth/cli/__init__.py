@@ -40,7 +40,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import bound, compare_cmd, interop, nccl_cmds, plot, schedule_cmds, simulate_cmd, topo
+    from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, schedule_cmds, simulate_cmd, topo
 
     main.add_command(topo.topo)
     commands = [
@@ -50,6 +50,7 @@ def _register() -> None:
         compare_cmd.compare_cmd,
         nccl_cmds.nccl_model_cmd,
         *plot.COMMANDS,
+        *ilp.COMMANDS,
     ]
     for command in commands:
         main.add_command(command)
