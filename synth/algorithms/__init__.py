@@ -1,17 +1,29 @@
 """Synthesizers, one per module, and the registry that the CLI and library calls go through.
 
 Every method is a function ``synthesize(topology, collective, router=None) -> Schedule`` in its own
-module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case.
+module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case. A method
+may accept keyword options (``Method.options`` names them, e.g. the ILP's steps and time limit).
 `synthesize` here looks the method up, picks the default chunk count, and verifies the result before
 returning it: no schedule leaves this function unverified.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from synth.algorithms import binomial, direct, recursive_doubling, recursive_halving, ring
+from synth import ilp
+from synth.algorithms import (
+    binomial,
+    direct,
+    double_binary_tree,
+    hierarchical,
+    multiring,
+    recursive_doubling,
+    recursive_halving,
+    ring,
+)
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
@@ -27,8 +39,13 @@ class Method:
     name: str
     summary: str
     collectives: frozenset[Kind]
-    build: Callable[[Topology, Collective, Router | None], Schedule]
+    build: Callable[..., Schedule]
     default_chunks: Callable[[Kind, int], int]
+    #: for methods whose natural chunk count depends on the machine (e.g. one chunk per ring
+    #: channel); when set it is used instead of ``default_chunks``
+    topology_chunks: Callable[[Kind, Topology], int] | None = None
+    #: Keyword options ``build`` accepts beyond (topology, collective, router).
+    options: frozenset[str] = frozenset()
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives
@@ -78,9 +95,42 @@ METHODS: dict[str, Method] = {
         recursive_halving.synthesize,
         _ranks_for_allreduce,
     ),
+    "multiring": Method(
+        "multiring",
+        "NCCL's multi-channel rings: several rings over disjoint link capacity, each a share of the data",
+        multiring.COLLECTIVES,
+        multiring.synthesize,
+        _one,
+        multiring.default_chunks,
+    ),
+    "double-binary-tree": Method(
+        "double-binary-tree",
+        "NCCL's double binary tree allreduce: two complementary trees, half the data each, pipelined",
+        double_binary_tree.COLLECTIVES,
+        double_binary_tree.synthesize,
+        _one,
+        double_binary_tree.default_chunks,
+    ),
+    "hierarchical": Method(
+        "hierarchical",
+        "multi-host allreduce: reduce-scatter in hosts, allreduce across hosts, allgather in hosts",
+        hierarchical.COLLECTIVES,
+        hierarchical.synthesize,
+        _ranks_for_allreduce,
+    ),
+    "ilp": Method(
+        "ilp",
+        "exact ILP (HiGHS/CBC): optimal time, rounds or steps for given steps and chunks (synth ilp for options)",
+        ilp.COLLECTIVES,
+        ilp.synthesize,
+        _ranks_for_allreduce,
+        options=ilp.OPTION_NAMES,
+    ),
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
+#: NCCL's own algorithms, rebuilt as verified schedules (docs/baselines.md)
+NCCL_METHODS: tuple[str, ...] = ("multiring", "double-binary-tree", "hierarchical")
 
 
 def get_method(name: str) -> Method:
@@ -95,11 +145,17 @@ def methods_for(kind: Kind) -> list[str]:
 
 
 def make_collective(
-    topology: Topology, kind: Kind, method: str, root: int | None = None, chunks: int | None = None
+    topology: Topology, kind: Kind | str, method: str, root: int | None = None, chunks: int | None = None
 ) -> Collective:
     """The collective a method will be asked for: default chunks per piece and root filled in."""
+    kind = Kind(kind)
     m = get_method(method)
-    k = chunks if chunks is not None else m.default_chunks(kind, topology.num_ranks)
+    if chunks is not None:
+        k = chunks
+    elif m.topology_chunks is not None:
+        k = m.topology_chunks(kind, topology)
+    else:
+        k = m.default_chunks(kind, topology.num_ranks)
     return Collective(kind, topology.num_ranks, k, root)
 
 
@@ -112,11 +168,13 @@ def synthesize(
     chunks: int | None = None,
     router: Router | None = None,
     verify: bool = True,
+    options: Mapping[str, Any] | None = None,
 ) -> Schedule:
     """Synthesize and verify a schedule of ``kind`` on ``topology`` with ``method``.
 
     ``chunks`` is k, the chunks per piece (default: what the method needs, e.g. R for a ring
-    allreduce). Raises `NotApplicable` if the method cannot serve the case, and
+    allreduce). ``options`` are the method's own keyword options (`Method.options`). Raises
+    `NotApplicable` if the method cannot serve the case or does not know an option, and
     `synth.verify.VerificationError` if the result fails the verifier (a bug, never silent).
     """
     kind = Kind(kind)
@@ -125,8 +183,11 @@ def synthesize(
         raise NotApplicable(
             f"method {method} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in m.collectives))})"
         )
+    unknown = sorted(set(options or {}) - m.options)
+    if unknown:
+        raise NotApplicable(f"method {method} takes no option(s) {', '.join(unknown)}")
     collective = make_collective(topology, kind, method, root, chunks)
-    schedule = m.build(topology, collective, router)
+    schedule = m.build(topology, collective, router, **dict(options or {}))
     if verify:
         check(schedule, topology)
     return schedule

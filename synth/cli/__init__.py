@@ -40,12 +40,22 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import schedule_cmds, topo
+    from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, run, schedule_cmds, simulate_cmd, topo
 
     main.add_command(topo.topo)
-    for command in schedule_cmds.COMMANDS:
+    commands = [
+        *schedule_cmds.COMMANDS,
+        simulate_cmd.simulate_cmd,
+        bound.bound_cmd,
+        compare_cmd.compare_cmd,
+        nccl_cmds.nccl_model_cmd,
+        *plot.COMMANDS,
+        *ilp.COMMANDS,
+    ]
+    for command in commands:
         main.add_command(command)
-    main.add_command(__import__("synth.cli.run", fromlist=["run_cmd"]).run_cmd)
+    interop.register(main)
+    main.add_command(run.run_cmd)
 
 
 _register()

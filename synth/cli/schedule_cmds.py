@@ -12,7 +12,8 @@ from synth.builtin import builtin_path, get_topology
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
-from synth.generated import regenerate, schedule_filename
+from synth.generated import entry_count, regenerate, schedule_filename
+from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
 from synth.verify import verify
 
@@ -35,7 +36,7 @@ def synthesize_cmd(topology, collective, method, root, chunks, output):
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
     schedule = synthesize(topo, kind, method, root=coll.root, chunks=coll.chunks_per_piece)
     if output is None:
-        default_k = METHODS[method].default_chunks(kind, topo.num_ranks)
+        default_k = make_collective(topo, kind, method, coll.root).chunks_per_piece
         name = schedule_filename(kind, method, coll.root, None if coll.chunks_per_piece == default_k else coll.chunks_per_piece)
         output = str(Path("generated") / topo.name / name)
     save_schedule(schedule, output, protect=[source])
@@ -80,19 +81,19 @@ def methods_cmd():
 @click.command("regenerate", short_help="Rebuild generated/ byte for byte (or --check it).")
 @click.option("--out", type=click.Path(file_okay=False), default="generated", show_default=True, help="Folder to write.")
 @click.option("--check", is_flag=True, help="Compare with the files instead of writing; exit 1 if any differs.")
-def regenerate_cmd(out, check):
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar (it is only drawn on a terminal anyway).")
+def regenerate_cmd(out, check, quiet):
     """Rebuild generated/: every classic method x collective x built-in topology, verified."""
     count = 0
+    with Progress(entry_count(), "regenerate", quiet=quiet, unit="case") as bar:
 
-    def progress(entry):
-        nonlocal count
-        count += 1
-        if sys.stderr.isatty():
-            click.echo(f"\r[{count}] {entry.topology} {entry.kind.value} {entry.method}".ljust(70), nl=False, err=True)
+        def progress(entry):
+            nonlocal count
+            count += 1
+            bar.advance()
+            bar.note(f"{entry.topology} {entry.kind.value} {entry.method}")
 
-    changed = regenerate(Path(out), check=check, progress=progress)
-    if sys.stderr.isatty():
-        click.echo("", err=True)
+        changed = regenerate(Path(out), check=check, progress=progress)
     if check:
         for rel in changed:
             click.echo(f"differs: {Path(out) / rel}")
