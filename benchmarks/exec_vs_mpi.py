@@ -2,7 +2,7 @@
 executed by synth's MPI backend and by its multiprocessing backend, against MPI_Allreduce on the
 same buffers.
 
-    .venv/bin/python benchmarks/exec_vs_mpi.py [--rounds 5] [--iters 20]
+    .venv/bin/python benchmarks/exec_vs_mpi.py [--rounds 9] [--iters 20]
 
 Prints, per size, the median over rounds of each executor's mean time per call, and the ratios the
 targets name: at 64 MiB, MPI backend algbw / MPI_Allreduce algbw (target >= 0.8) and multiprocessing
@@ -103,7 +103,7 @@ def _mp(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--schedule", help=argparse.SUPPRESS)

@@ -1,7 +1,7 @@
 """The MPI backend: run a schedule with mpi4py, one MPI process per rank, on one machine or many.
 
 Each step, a rank starts one receive per peer it gets data from and one send per peer it gives
-data to (persistent requests made once per buffer set: ``Startall``/``Waitall``), waits for them,
+data to (persistent requests made once per buffer set, each started and waited for in turn), waits for them,
 and then applies the step's reductions with numpy ufuncs (``out=`` the slot). All chunks between
 two ranks in a step travel as one message: a plain byte range when they are adjacent in memory,
 otherwise an MPI derived datatype (``hindexed`` over absolute addresses) so MPI gathers or
@@ -210,7 +210,8 @@ class BoundPlan:
                 if spec is not None:
                     requests.append(comm.Send_init(spec, dest=peer, tag=tag))
             views = [
-                (o, self._view(a, n), self._view(out, n), None if b is None else self._view(b, n)) for o, a, out, b, n in applies
+                (None if o is None else o.ufunc, self._view(a, n), self._view(out, n), None if b is None else self._view(b, n))
+                for o, a, out, b, n in applies
             ]
             if requests or views:
                 steps.append(_Step(t, requests, tuple(peers), views))
@@ -253,7 +254,7 @@ class BoundPlan:
             np.copyto(out, a)
         progress, fault = self.progress, self.fault
         cells = progress.cells
-        startall, waitall, copyto = MPI.Prequest.Startall, MPI.Request.Waitall, np.copyto
+        copyto = np.copyto
         for st in self.steps:
             cells[2] = st.step
             if fault is not None and st.step >= fault.step:  # the first step this rank takes part in
@@ -261,14 +262,16 @@ class BoundPlan:
                 fault.trigger()
             if st.requests:
                 progress.waiting_for = st.recv_peers
-                startall(st.requests)
-                waitall(st.requests)
+                for req in st.requests:  # one call each is cheaper in mpi4py than Startall/Waitall on a list
+                    req.Start()
+                for req in st.requests:
+                    req.Wait()
                 progress.waiting_for = ()
-            for o, a, out, b in st.applies:
-                if o is None:
+            for ufunc, a, out, b in st.applies:
+                if ufunc is None:
                     copyto(out, a)
                 else:
-                    o.ufunc(a, b, out=out)
+                    ufunc(a, b, out=out)
         if self.corrupt and self.arrays[RECV].size:
             self.arrays[RECV][0] = data.poison_value(self.layout.dtype)
 
