@@ -407,8 +407,11 @@ class _Deaths:
                 gone.append(rank)
             except OSError:
                 self.usable = False
+        # a process that ended but was not yet reaped still opens; its pidfd is readable at once
+        ended, _, _ = select.select(list(self.fds), [], [], 0) if self.fds else ([], [], [])
+        gone = sorted(gone + [self.fds[fd] for fd in ended])
         if gone and self.first is None:
-            self.first = gone
+            self.first = gone  # several when they ended before the launcher looked: not ordered
 
     def wait(self, timeout: float) -> None:
         if not self.fds:
@@ -499,6 +502,15 @@ def _failure_message(
     pid = _BANNER_PID.search(text)
     reported = [x for x in range(r) if pid and cells[x, 4] == int(pid.group(1))]
     culprits = first_dead or reported
+    # A killed rank's peers see its connections close before the kernel reports it ended, and
+    # may end first (MPI then kills the rest): a rank that was only waiting for messages is a
+    # victim. Of the ranks that were not waiting, the one that got least far ended first.
+    working = [x for x in range(r) if cells[x, 1] >= 0 and cells[x, 5] == 0]
+    if working:
+        culprits = [x for x in culprits if x in working] or working
+    if len(culprits) > 1:
+        least = min(tuple(cells[x, :3]) for x in culprits)
+        culprits = [x for x in culprits if tuple(cells[x, :3]) == least]
     if not culprits:
         return f"mpiexec exited with code {code}" + (f": {lines[-1]}" if lines else "")
     rank = culprits[0]

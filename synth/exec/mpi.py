@@ -59,7 +59,7 @@ class Progress:
     """Where a rank is (size index, call, step, heartbeat), for fault messages and watchdogs.
 
     With ``path`` (set by ``synth run --backend mpi``) the figures live in a small shared file,
-    one 64-byte row per rank (size, call, step, beat, pid), which the launcher reads when a rank
+    one 64-byte row per rank (size, call, step, beat, pid, blocked), which the launcher reads when a rank
     dies; the rank also lists the MPI library's shared-memory files beside it (``path.shm``), so
     that the launcher can remove them if the job ends abnormally."""
 
@@ -70,9 +70,14 @@ class Progress:
             row = np.memmap(path, dtype=np.int64, mode="r+", offset=rank * 64, shape=(8,))
             row[4] = os.getpid()
             self.cells = row[:4]
+            self.blocked = row[5:6]
         else:
             self.cells = np.zeros(4, dtype=np.int64)
+            self.blocked = np.zeros(1, dtype=np.int64)
         self.cells[:] = [-1, -1, -1, 0]
+        # 1 while the rank waits for a step's messages: when a rank is killed, the launcher tells
+        # it from the ranks that were only waiting for it
+        self.blocked[0] = 0
         self.waiting_for: tuple[int, ...] = ()
 
     def record_shared_memory(self) -> None:
@@ -253,7 +258,7 @@ class BoundPlan:
         for out, a in self.init_copies:
             np.copyto(out, a)
         progress, fault = self.progress, self.fault
-        cells = progress.cells
+        cells, blocked = progress.cells, progress.blocked
         copyto = np.copyto
         for st in self.steps:
             cells[2] = st.step
@@ -262,10 +267,12 @@ class BoundPlan:
                 fault.trigger()
             if st.requests:
                 progress.waiting_for = st.recv_peers
+                blocked[0] = 1
                 for req in st.requests:  # one call each is cheaper in mpi4py than Startall/Waitall on a list
                     req.Start()
                 for req in st.requests:
                     req.Wait()
+                blocked[0] = 0
                 progress.waiting_for = ()
             for ufunc, a, out, b in st.applies:
                 if ufunc is None:
