@@ -40,7 +40,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, schedule_cmds, simulate_cmd, topo
+    from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, run, schedule_cmds, simulate_cmd, topo
 
     main.add_command(topo.topo)
     commands = [
@@ -55,6 +55,7 @@ def _register() -> None:
     for command in commands:
         main.add_command(command)
     interop.register(main)
+    main.add_command(run.run_cmd)
 
 
 _register()

@@ -1,0 +1,231 @@
+"""Data types, reduction operators, test inputs and the numpy reference result.
+
+Inputs are chosen so that a wrong result shows: every value is a small whole number that the
+data type holds exactly, values differ from element to element and from rank to rank, and
+
+- ``sum``: every contribution is at least 1 and the total fits the type's exact range, so a
+  contribution missed or counted twice changes the result;
+- ``prod``: one rank contributes 2 or 3 to each element, the next −1 (1 for unsigned types), every
+  other rank 1, so the product is exact and a missed or doubled factor changes its size or sign;
+- ``max``/``min``: values spread over the element and the rank.
+
+The reference is computed with numpy from the very same inputs (each rank's contribution is
+regenerated and combined with the operator). Integers are compared exactly; floating-point
+results with a relative tolerance, as nccl-tests does (with these inputs every correct schedule
+gives the exact result in any order of reduction, so the tolerance only matters for sums beyond
+the exact range).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from synth.collective import Kind
+from synth.exec.layout import Layout
+
+#: Names accepted for each data type (numpy's name first; nccl-tests' names too).
+DTYPES: dict[str, np.dtype] = {
+    "int8": np.dtype(np.int8),
+    "uint8": np.dtype(np.uint8),
+    "int32": np.dtype(np.int32),
+    "uint32": np.dtype(np.uint32),
+    "int64": np.dtype(np.int64),
+    "uint64": np.dtype(np.uint64),
+    "float16": np.dtype(np.float16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+}
+DTYPE_ALIASES = {"char": "int8", "int": "int32", "half": "float16", "float": "float32", "double": "float64"}
+
+
+@dataclass(frozen=True)
+class ReduceOp:
+    """A reduction operator: its name and the numpy ufunc that applies it elementwise."""
+
+    name: str
+    ufunc: np.ufunc
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return self.ufunc(a, b, out=out)
+
+
+OPS: dict[str, ReduceOp] = {
+    "sum": ReduceOp("sum", np.add),
+    "prod": ReduceOp("prod", np.multiply),
+    "max": ReduceOp("max", np.maximum),
+    "min": ReduceOp("min", np.minimum),
+}
+
+
+def parse_dtype(name: str | np.dtype) -> np.dtype:
+    """A supported numpy dtype by name (``float32``, ``float``, ``half``, …); ValueError otherwise."""
+    if isinstance(name, np.dtype) or not isinstance(name, str):
+        dtype = np.dtype(name)
+        if dtype.name not in DTYPES:
+            raise ValueError(f"data type {dtype.name} is not supported (supported: {', '.join(DTYPES)})")
+        return dtype
+    key = DTYPE_ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in DTYPES:
+        raise ValueError(f"unknown data type {name!r} (supported: {', '.join(DTYPES)}; also {', '.join(DTYPE_ALIASES)})")
+    return DTYPES[key]
+
+
+def parse_op(name: str) -> ReduceOp:
+    key = name.strip().lower()
+    if key not in OPS:
+        raise ValueError(f"unknown reduction operator {name!r} (supported: {', '.join(OPS)})")
+    return OPS[key]
+
+
+def exact_limit(dtype: np.dtype) -> int:
+    """Largest whole number the type holds exactly, with every smaller one (capped at 2^31)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return min(2 ** (np.finfo(dtype).nmant + 1), 2**31)
+    return min(int(np.iinfo(dtype).max), 2**31)
+
+
+def _hash(index: np.ndarray, salt: int) -> np.ndarray:
+    """A well-spread uint64 per element index (Knuth's multiplicative hash, salted)."""
+    with np.errstate(over="ignore"):
+        x = index.astype(np.uint64) * np.uint64(2654435761) + np.uint64((salt * 40503 + 12345) & 0xFFFFFFFF)
+        x ^= x >> np.uint64(13)
+        x *= np.uint64(0x9E3779B1)
+        return x >> np.uint64(16)
+
+
+# ================================================================================= inputs
+def payload(dtype: np.dtype, start: int, stop: int, seed: int = 0) -> np.ndarray:
+    """The data of a non-reduction collective: element g of the logical whole (see `send_data`)."""
+    limit = min(exact_limit(dtype), 2**20)
+    values = _hash(np.arange(start, stop, dtype=np.int64), seed) % np.uint64(limit)
+    return values.astype(dtype)
+
+
+def contribution(layout: Layout, op: ReduceOp, rank: int, start: int, stop: int, seed: int = 0) -> np.ndarray:
+    """Rank ``rank``'s contribution to elements ``start … stop−1`` of a reduction's input buffer."""
+    dtype, r = layout.dtype, layout.num_ranks
+    index = np.arange(start, stop, dtype=np.int64)
+    h = _hash(index, seed)
+    if op.name == "sum":
+        spread = max(1, min(1024, exact_limit(dtype) // r))
+        values = np.uint64(1) + (h + np.uint64(rank * 7919)) % np.uint64(spread)
+        return values.astype(dtype)
+    if op.name == "prod":
+        values = np.ones(stop - start, dtype=dtype)
+        big = (h % np.uint64(r)).astype(np.int64)
+        values[big == rank] = (2 + (index[big == rank] & 1)).astype(dtype)
+        if r > 1 and dtype.kind != "u":
+            values[(big + 1) % r == rank] = -1
+        return values
+    spread = max(2, min(2**16, exact_limit(dtype)))
+    values = (h + np.uint64(rank) * np.uint64(104729)) % np.uint64(spread)
+    if dtype.kind != "u":
+        return (values.astype(np.int64) - spread // 2).astype(dtype)
+    return values.astype(dtype)
+
+
+def send_data(layout: Layout, rank: int, op: ReduceOp | None, seed: int = 0) -> np.ndarray | None:
+    """The contents of ``rank``'s send buffer (None where it is not read: non-roots of broadcast
+    and scatter).
+
+    Non-reductions send slices of one logical whole of payload values: element j of part p is
+    payload ``p·m + j`` where p is the piece's owner (allgather, gather), the part (scatter,
+    broadcast), or ``s·R + d`` for alltoall's block from s to d. Reductions send each rank's own
+    contribution to every element."""
+    if not layout.sends_data(rank):
+        return None
+    m, r, kind = layout.count, layout.num_ranks, layout.kind
+    if layout.collective.is_reduction:
+        assert op is not None
+        return contribution(layout, op, rank, 0, layout.send_count, seed)
+    if kind in (Kind.ALLGATHER, Kind.GATHER):
+        return payload(layout.dtype, rank * m, (rank + 1) * m, seed)
+    if kind is Kind.ALLTOALL:
+        return payload(layout.dtype, rank * r * m, (rank + 1) * r * m, seed)
+    return payload(layout.dtype, 0, layout.send_count, seed)  # broadcast, scatter (root)
+
+
+def expected_output(
+    layout: Layout,
+    rank: int,
+    op: ReduceOp | None,
+    seed: int = 0,
+    *,
+    block: int = 1 << 20,
+    tick: Callable[[], None] | None = None,
+) -> np.ndarray | None:
+    """The numpy reference: what ``rank``'s receive buffer must hold (None where it holds no
+    result). Reductions regenerate every rank's contribution and combine them, ``block`` elements
+    at a time to bound memory."""
+    if not layout.has_output(rank):
+        return None
+    m, r, kind = layout.count, layout.num_ranks, layout.kind
+    if layout.collective.is_reduction:
+        assert op is not None
+        base = rank * m if kind is Kind.REDUCE_SCATTER else 0
+        out = np.empty(layout.recv_count, dtype=layout.dtype)
+        for lo in range(0, layout.recv_count, block):
+            hi = min(lo + block, layout.recv_count)
+            acc = contribution(layout, op, 0, base + lo, base + hi, seed)
+            for other in range(1, r):
+                op(acc, contribution(layout, op, other, base + lo, base + hi, seed), out=acc)
+                if tick is not None:
+                    tick()
+            out[lo:hi] = acc
+        return out
+    if kind in (Kind.ALLGATHER, Kind.GATHER):
+        return payload(layout.dtype, 0, r * m, seed)
+    if kind is Kind.ALLTOALL:
+        return np.concatenate([payload(layout.dtype, (s * r + rank) * m, (s * r + rank + 1) * m, seed) for s in range(r)])
+    if kind is Kind.SCATTER:
+        return payload(layout.dtype, rank * m, (rank + 1) * m, seed)
+    return payload(layout.dtype, 0, m, seed)  # broadcast
+
+
+def tolerance(dtype: np.dtype, num_ranks: int) -> float:
+    """Relative tolerance for floating-point results (0 for integers)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        return 0.0
+    return float(np.finfo(dtype).eps) * max(2, num_ranks)
+
+
+def count_wrong(got: np.ndarray, want: np.ndarray, num_ranks: int) -> int:
+    """Elements of ``got`` that differ from ``want`` (beyond the tolerance for floats; NaN is wrong)."""
+    if got.shape != want.shape:
+        raise ValueError(f"result has {got.size} elements, expected {want.size}")
+    tol = tolerance(got.dtype, num_ranks)
+    if tol == 0.0:
+        return int(np.count_nonzero(got != want))
+    g = got.astype(np.float64)
+    w = want.astype(np.float64)
+    ok = np.abs(g - w) <= tol * np.maximum(np.abs(w), 1.0)
+    return int(got.size - np.count_nonzero(ok))
+
+
+def poison_value(dtype: np.dtype) -> float | int:
+    """What receive and work buffers are filled with before a checked run, so that a value the
+    schedule never wrote cannot pass for a result: NaN for floats, the type's maximum for integers
+    (never produced by these inputs, except by integer wrap-around)."""
+    dtype = np.dtype(dtype)
+    return float("nan") if dtype.kind == "f" else int(np.iinfo(dtype).max)
+
+
+def check_rank(
+    layout: Layout,
+    rank: int,
+    recv: np.ndarray,
+    op: ReduceOp | None,
+    seed: int = 0,
+    *,
+    tick: Callable[[], None] | None = None,
+) -> int:
+    """Wrong elements in ``rank``'s receive buffer (0 where the rank holds no result)."""
+    want = expected_output(layout, rank, op, seed, tick=tick)
+    if want is None:
+        return 0
+    return count_wrong(recv[: layout.recv_count], want, layout.num_ranks)

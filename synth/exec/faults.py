@@ -1,0 +1,73 @@
+"""Run failures and the test-only fault-injection hook.
+
+`ExecutionError` is a run that could not finish: a rank crashed, was killed, hung past the timeout,
+or the run was interrupted. Its message names the rank and the step; the CLI prints it as one line
+and exits with code 3.
+
+Fault injection (for tests of exactly that): the environment variable ``SYNTH_EXEC_FAULT`` set to
+``RANK:STEP:KIND`` makes rank RANK misbehave the first time it reaches step STEP, where KIND is
+``crash`` (raise an exception), ``hang`` (stop making progress) or ``kill`` (SIGKILL itself);
+``corrupt`` instead spoils the first element of the rank's receive buffer after each call (STEP is
+ignored), to test that wrong results are caught. Both backends honour it; it costs one comparison
+per step when unset.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from synth.errors import SynthError
+
+FAULT_ENV = "SYNTH_EXEC_FAULT"
+FAULT_KINDS = ("crash", "hang", "kill", "corrupt")
+
+
+class ExecutionError(SynthError):
+    """A run that could not finish (a rank failed, was killed or hung; or it was interrupted)."""
+
+    exit_code = 3
+
+
+class InjectedFault(RuntimeError):
+    """The exception a ``crash`` fault raises."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    rank: int
+    step: int
+    kind: str
+
+    def trigger(self) -> None:
+        """Misbehave as asked (called by the rank, at the step)."""
+        if self.kind == "crash":
+            raise InjectedFault(f"injected crash at step {self.step}")
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "corrupt":
+            return  # the backend spoils its result after the call
+        while True:  # hang
+            time.sleep(3600)
+
+
+def fault_from_env(rank: int) -> Fault | None:
+    """The fault ``SYNTH_EXEC_FAULT`` asks of ``rank``, or None. A malformed value is an error
+    (a test that means to inject a fault must not silently run clean)."""
+    text = os.environ.get(FAULT_ENV, "").strip()
+    if not text:
+        return None
+    parts = text.split(":")
+    if len(parts) != 3 or parts[2] not in FAULT_KINDS or not parts[0].isdigit() or not parts[1].isdigit():
+        raise ValueError(f"{FAULT_ENV}={text!r}: expected RANK:STEP:KIND with KIND one of {', '.join(FAULT_KINDS)}")
+    fault = Fault(int(parts[0]), int(parts[1]), parts[2])
+    return fault if fault.rank == rank else None
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -1,0 +1,70 @@
+"""Inputs, reference results and checking (synth.exec.data): wrong results must show."""
+
+import numpy as np
+import pytest
+
+from synth.collective import Collective, Kind
+from synth.exec import data
+from synth.exec.layout import Layout
+
+
+def test_names():
+    assert data.parse_dtype("float") == np.float32 and data.parse_dtype("half") == np.float16
+    assert data.parse_dtype(np.dtype("int64")) == np.int64
+    with pytest.raises(ValueError, match="bfloat16"):
+        data.parse_dtype("bfloat16")
+    assert data.parse_op("MAX").ufunc is np.maximum
+    with pytest.raises(ValueError):
+        data.parse_op("avg")
+
+
+@pytest.mark.parametrize("dtype", list(data.DTYPES))
+@pytest.mark.parametrize("op", list(data.OPS))
+def test_reference_is_exact_and_sensitive(dtype, op):
+    """The reference equals a plain reduction of every rank's inputs; dropping or doubling a rank's
+    contribution changes it (except doubling under max/min, which are idempotent)."""
+    r = 16
+    layout = Layout(Collective(Kind.ALLREDUCE, r, 1), data.DTYPES[dtype], 4096)
+    reduce = data.OPS[op]
+    inputs = np.stack([data.send_data(layout, rank, reduce) for rank in range(r)])
+    want = data.expected_output(layout, 0, reduce, block=1000)
+    assert data.count_wrong(reduce.ufunc.reduce(inputs, axis=0), want, r) == 0
+    exact = inputs.astype(np.float64)
+    if op in ("sum", "prod"):
+        assert np.all(np.abs(getattr(np, op)(exact, axis=0)) <= data.exact_limit(layout.dtype))  # no overflow, exact
+    missing = reduce.ufunc.reduce(inputs[1:], axis=0)
+    assert data.count_wrong(missing, want, r) > 0
+    if op in ("sum", "prod"):
+        doubled = reduce(reduce.ufunc.reduce(inputs, axis=0), inputs[3])
+        assert data.count_wrong(doubled, want, r) > 0
+
+
+@pytest.mark.parametrize("kind", [Kind.ALLGATHER, Kind.ALLTOALL, Kind.SCATTER, Kind.BROADCAST, Kind.GATHER])
+def test_reference_of_data_movement(kind):
+    r, m = 4, 5
+    c = Collective(kind, r, 1, 0 if kind in (Kind.SCATTER, Kind.BROADCAST, Kind.GATHER) else None)
+    layout = Layout(c, np.int32, m)
+    sends = [data.send_data(layout, rank, None) for rank in range(r)]
+    for rank in range(r):
+        want = data.expected_output(layout, rank, None)
+        if kind in (Kind.ALLGATHER, Kind.GATHER):
+            assert np.array_equal(want, np.concatenate(sends)) if rank == 0 or kind is Kind.ALLGATHER else want is None
+        elif kind is Kind.ALLTOALL:
+            assert np.array_equal(want, np.concatenate([s[rank * m : (rank + 1) * m] for s in sends]))
+        elif kind is Kind.SCATTER:
+            assert np.array_equal(want, sends[0][rank * m : (rank + 1) * m])
+        else:
+            assert np.array_equal(want, sends[0])
+    values = np.concatenate([s for s in sends if s is not None])
+    assert len(np.unique(values)) > values.size // 2  # values differ, so a chunk in the wrong place shows
+
+
+def test_count_wrong():
+    want = np.arange(10, dtype=np.float32)
+    got = want.copy()
+    assert data.count_wrong(got, want, 4) == 0
+    got[3] = np.nan
+    got[5] += 1
+    assert data.count_wrong(got, want, 4) == 2
+    assert data.count_wrong(np.array([1, 2], np.int8), np.array([1, 3], np.int8), 4) == 1
+    assert data.tolerance(np.int32, 8) == 0.0 and data.tolerance(np.float32, 8) > 0

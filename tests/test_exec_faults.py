@@ -1,0 +1,142 @@
+"""Faults: a rank that crashes, hangs or is killed ends the run within the timeout with a message
+naming the rank and the step; Ctrl-C stops everything; nothing is left in /dev/shm or the process
+table. Through real ``synth run`` processes, on both backends."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+HAVE_MPI = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is not None
+try:
+    import mpi4py  # noqa: F401
+except ImportError:
+    HAVE_MPI = False
+
+BACKENDS = ["mp", pytest.param("mpi", marks=pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpich"))]
+TIMEOUT = 2.0
+
+
+def _shm() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _mapped_anywhere(name: str) -> bool:
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            if f"/dev/shm/{name}" in maps.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _ours(marker: str) -> list[str]:
+    """Live processes (not zombies) whose command line mentions ``marker``."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z" and int(proc.name) != os.getpid():
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+def _schedule(tmp_path: Path, name: str = "allreduce-ring.json") -> str:
+    """A private copy of a dgx1 schedule: its path marks this test's processes."""
+    path = tmp_path / f"marker-{os.getpid()}-{name}"
+    path.write_bytes((REPO / "generated" / "dgx1" / name).read_bytes())
+    return str(path)
+
+
+def _start(schedule: str, backend: str, *args: str, fault: str | None = None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "SYNTH_EXEC_FAULT"}
+    if fault:
+        env["SYNTH_EXEC_FAULT"] = fault
+    cmd = [sys.executable, "-m", "synth", "run", schedule, "--topology", "dgx1", "--backend", backend, *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+
+def _assert_clean(schedule: str, before: set[str]) -> None:
+    deadline = time.monotonic() + 5
+    while _ours(schedule) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _ours(schedule) == []
+    left = [n for n in _shm() - before if (n.startswith("synth-exec-") or n.startswith("mpich")) and not _mapped_anywhere(n)]
+    assert left == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["crash", "hang", "kill"])
+def test_a_failing_rank_ends_the_run_with_its_rank_and_step(tmp_path, backend, kind):
+    schedule = _schedule(tmp_path)
+    before = _shm()
+    began = time.monotonic()
+    proc = _start(schedule, backend, "--size", "1K", "-n", "2", "-w", "1", "--timeout", str(TIMEOUT), fault=f"5:3:{kind}")
+    out, err = proc.communicate(timeout=60)
+    elapsed = time.monotonic() - began
+    assert proc.returncode == 3, (out, err)
+    message = err.strip().splitlines()[-1]
+    assert message.startswith("synth: error: rank 5 ") and "step 3 " in message, err
+    expected = {"crash": "InjectedFault", "hang": "no progress", "kill": ("killed", "died")}[kind]
+    assert any(word in message for word in ((expected,) if isinstance(expected, str) else expected)), message
+    assert elapsed < TIMEOUT + 15  # start-up included; the hang itself is caught after TIMEOUT (+2 s MPI grace)
+    _assert_clean(schedule, before)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ctrl_c_stops_everything(tmp_path, backend):
+    schedule = _schedule(tmp_path)
+    before = _shm()
+    proc = _start(schedule, backend, "--size", "1K", "-n", "1000000", "-w", "0")
+    while True:  # wait until the ranks are running (the header is out)
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if line.startswith("#        (B)"):
+            break
+    time.sleep(0.5)
+    began = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err
+    assert time.monotonic() - began < 10
+    _assert_clean(schedule, before)
+
+
+def test_sigterm_stops_the_mp_run_cleanly(tmp_path):
+    schedule = _schedule(tmp_path)
+    before = _shm()
+    proc = _start(schedule, "mp", "--size", "1K", "-n", "1000000", "-w", "0")
+    while not proc.stdout.readline().startswith("#        (B)"):
+        pass
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    _assert_clean(schedule, before)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_invalid_schedule_starts_nothing(tmp_path, backend):
+    import json
+
+    path = tmp_path / f"marker-{os.getpid()}-broken.json"
+    doc = json.loads((REPO / "generated" / "dgx1" / "reduce-ring.json").read_text())
+    doc["steps"][2], doc["steps"][3] = doc["steps"][3], doc["steps"][2]
+    path.write_text(json.dumps(doc))
+    proc = _start(str(path), backend, fault="0:0:kill")  # a rank that started would die and exit 3
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert "INVALID" in out and "#        (B)" not in out
