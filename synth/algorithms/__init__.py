@@ -4,14 +4,21 @@ Every method is a function ``synthesize(topology, collective, router=None) -> Sc
 module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case.
 `synthesize` here looks the method up, picks the default chunk count, and verifies the result before
 returning it: no schedule leaves this function unverified.
+
+Methods with options (`Method.options` names them, e.g. ``seed`` or ``size``) are called as
+``build(topology, collective, router, options)``: ``options`` holds what the caller gave, plus
+``"chunks"``, the caller's chunks per piece or None when the caller left it to the method. A method
+with ``chooses_chunks`` may then return a schedule with another chunk count than ``collective``'s
+default (for instance the best one for ``options["size"]``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from synth.algorithms import binomial, direct, recursive_doubling, recursive_halving, ring
+from synth.algorithms import binomial, direct, greedy, recursive_doubling, recursive_halving, ring
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
@@ -27,8 +34,12 @@ class Method:
     name: str
     summary: str
     collectives: frozenset[Kind]
-    build: Callable[[Topology, Collective, Router | None], Schedule]
+    build: Callable[..., Schedule]
     default_chunks: Callable[[Kind, int], int]
+    #: option names the method accepts (its ``build`` then takes a fourth argument, ``options``)
+    options: tuple[str, ...] = ()
+    #: with no chunk count from the caller, the method may choose one (e.g. for ``options["size"]``)
+    chooses_chunks: bool = False
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives
@@ -78,6 +89,15 @@ METHODS: dict[str, Method] = {
         recursive_halving.synthesize,
         _ranks_for_allreduce,
     ),
+    "greedy": Method(
+        "greedy",
+        "event-driven link-chunk matching over the real links, rarest chunk first (scales to thousands of ranks)",
+        greedy.COLLECTIVES,
+        greedy.synthesize,
+        _ranks_for_allreduce,
+        options=greedy.OPTIONS,
+        chooses_chunks=True,
+    ),
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
@@ -112,12 +132,15 @@ def synthesize(
     chunks: int | None = None,
     router: Router | None = None,
     verify: bool = True,
+    options: Mapping[str, Any] | None = None,
 ) -> Schedule:
     """Synthesize and verify a schedule of ``kind`` on ``topology`` with ``method``.
 
     ``chunks`` is k, the chunks per piece (default: what the method needs, e.g. R for a ring
-    allreduce). Raises `NotApplicable` if the method cannot serve the case, and
-    `synth.verify.VerificationError` if the result fails the verifier (a bug, never silent).
+    allreduce, or what it chooses). ``options`` are the method's own (see `Method.options`; an
+    option the method does not take is refused). Raises `NotApplicable` if the method cannot serve
+    the case, and `synth.verify.VerificationError` if the result fails the verifier (a bug, never
+    silent).
     """
     kind = Kind(kind)
     m = get_method(method)
@@ -125,8 +148,21 @@ def synthesize(
         raise NotApplicable(
             f"method {method} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in m.collectives))})"
         )
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(m.options))
+    if unknown:
+        takes = f"it takes {', '.join(m.options)}" if m.options else "it takes none"
+        raise NotApplicable(f"method {method} has no option {unknown[0]!r} ({takes})")
     collective = make_collective(topology, kind, method, root, chunks)
-    schedule = m.build(topology, collective, router)
+    if m.options:
+        schedule = m.build(topology, collective, router, {**given, "chunks": chunks})
+    else:
+        schedule = m.build(topology, collective, router)
+    produced = schedule.collective
+    if produced.kind is not kind or produced.root != collective.root or produced.num_ranks != collective.num_ranks:
+        raise RuntimeError(f"method {method} returned {produced.describe()} for {collective.describe()}")
+    if (chunks is not None or not m.chooses_chunks) and produced != collective:
+        raise RuntimeError(f"method {method} returned {produced.describe()} for {collective.describe()}")
     if verify:
         check(schedule, topology)
     return schedule

@@ -1,0 +1,535 @@
+"""The greedy engine: step by step, every free channel carries a chunk that its destination (or a
+rank beyond it) still needs.
+
+This is the time-expanded link–chunk matching of TACOS, made step-synchronous (FORMATS.md) and
+vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
+carry b chunks in it (`link_capacity`). In each step:
+
+1. every channel (`synth.algorithms._channels`) whose links all have room proposes one chunk that
+   its source holds and that is useful beyond it: its destination needs the chunk, or (gather,
+   scatter, alltoall) the destination is closer to the rank that needs it;
+2. a channel prefers chunks that its destination's *neighbourhood* lacks altogether: a channel
+   over a NIC into a server, chunks no GPU of the server has; through a spine into a rack, chunks
+   the rack lacks (the neighbourhoods are the ranks the destination reaches over more local
+   channels: fewer links, or as many but faster). So long-haul links bring new data in, once, and
+   the local ones spread it. Within that, it takes the chunk that the most ranks still lack (rarest
+   first), or for chunks with one destination the one farthest from it, ties broken by a random
+   order from the seed;
+3. proposals for the same (destination, chunk), or bringing the same chunk into the same
+   neighbourhood, keep the best one; on every link the best proposals up to its remaining room win;
+   the others propose again, until nothing changes.
+
+Candidates are every chunk the source holds when the collective is small enough for bitsets
+(``EXACT_BYTES``), so the choice is then exact; beyond that, a window of the source's arrivals (the
+oldest its destination still lacks, and the newest). A switch holds nothing: a channel through
+switches is one transfer, and it uses room on every link of its path. Every (rank, chunk) is
+received at most once, so reductions follow by duality (`synth.transform.dual_reduction`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from synth.algorithms._channels import Channels
+from synth.collective import Collective, Kind
+from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
+from synth.topology import Topology
+
+#: Oldest-first and newest-first windows of a source's arrivals scanned per channel (each) in the
+#: windowed mode.
+WINDOW = 8
+#: Up to this many chunks, the windowed mode scans every held chunk.
+EXACT_CHUNKS = 512
+#: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order): one candidate
+#: matrix of (channels × chunks / 8) bytes per round, used while it stays under this size.
+EXACT_BYTES = 4 << 20
+#: Queued chunks per carrier that its channels look at (farthest from their rank first), for
+#: collectives whose chunks each have one destination (gather, scatter, alltoall).
+SINGLE_SCAN = 64
+#: Proposal rounds per step at most (a step normally settles in a few).
+MAX_ROUNDS = 64
+#: Chunks a channel proposes at once, at most (when its links have room for several).
+MULTI = 8
+#: The rarity order of the bitsets is recomputed every this many steps (deliveries in between are
+#: added to the bitsets as they happen).
+REORDER_EVERY = 1
+
+_SINGLE_TARGET = (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)
+
+#: position of the first set bit of a byte, counting from the most significant (packbits order)
+_FIRST_BIT = np.array([0] + [8 - b.bit_length() for b in range(1, 256)], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one greedy run is set up: random ``seed``, link room multiplier ``quantum`` (a link of
+    the reference bandwidth carries ``quantum`` chunks per step) and the candidate ``window``."""
+
+    seed: int = 0
+    quantum: int = 1
+    window: int = WINDOW
+
+
+def link_capacity(topology: Topology, channels: Channels, quantum: int) -> tuple[np.ndarray, float]:
+    """Chunks each link may carry per step, and the reference bandwidth (GB/s): the narrowest link
+    any channel uses carries ``quantum`` chunks, a link b times wider ⌊b·quantum⌋."""
+    bw = topology.bandwidth_array
+    used = channels.used_links
+    ref = float(bw[used].min()) if used.size else 1.0
+    cap = np.floor(bw * quantum / ref + 1e-9).astype(np.int64)
+    return np.maximum(cap, 1), ref
+
+
+def disseminate(
+    topology: Topology,
+    collective: Collective,
+    channels: Channels,
+    plan: Plan,
+    method: str,
+    params: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Schedule:
+    """A greedy schedule for a non-reduction collective (allgather, broadcast, gather, scatter,
+    alltoall). ``progress(done, total)`` is called after every step with the (rank, chunk) pairs
+    delivered so far and in all."""
+    engine = _Engine(topology, collective, channels, plan)
+    builder = ScheduleBuilder(collective, topology, method, params)
+    route_ids = np.array([builder.route_id(channels.via_names(i)) for i in range(channels.count)], dtype=np.int64)
+    total = engine.remaining
+    while engine.remaining:
+        chans, chunks = engine.step()
+        if chans.size == 0:
+            raise RuntimeError(f"greedy made no progress on {topology.name} ({engine.remaining} deliveries left)")
+        builder.add_step_arrays(channels.src[chans], channels.dst[chans], chunks, OP_COPY, route_ids[chans])
+        if progress is not None:
+            progress(total - engine.remaining, total)
+    return builder.build()
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Component label (smallest member) of each of n nodes joined by the undirected edges (a, b)."""
+    label = np.arange(n)
+    while True:
+        lo = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, a, lo)
+        np.minimum.at(new, b, lo)
+        new = new[new]
+        if np.array_equal(new, label):
+            return label
+        label = new
+
+
+def _expand(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR rows ``rows`` of (ptr, values), concatenated: (index into ``rows``, value)."""
+    lo = ptr[rows]
+    lens = ptr[rows + 1] - lo
+    owner = np.repeat(np.arange(rows.size), lens)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    return owner, values[lo[owner] + offset]
+
+
+def _first_bits(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of a packed bit matrix: whether any bit is set, and the first one's index."""
+    nonzero = bits != 0
+    has = nonzero.any(axis=1)
+    first = nonzero.argmax(axis=1)
+    return has, first * 8 + _FIRST_BIT[bits[np.arange(bits.shape[0]), first]]
+
+
+class _Engine:
+    """State of one greedy run: who holds what, in which order it arrived, what is still needed."""
+
+    def __init__(self, topology: Topology, collective: Collective, channels: Channels, plan: Plan):
+        self.ch = channels
+        self.rng = np.random.default_rng(plan.seed)
+        r, g = collective.num_ranks, collective.num_chunks
+        self.r, self.g = r, g
+        self.holds = collective.initial_holders()
+        required = collective.required()
+        self.lacking = required & ~self.holds
+        self.lack_count = self.lacking.sum(axis=1)
+        self.remaining = int(self.lack_count.sum())
+        self.cap, _ = link_capacity(topology, channels, plan.quantum)
+        self.incoming = np.zeros((r, g), dtype=bool)
+        # arrival order of every rank's chunks (the first ones are those it starts with)
+        self.arrivals = np.zeros((r, g), dtype=np.int32)
+        self.count = self.holds.sum(axis=1).astype(np.int64)
+        rows, cols = np.nonzero(self.holds)
+        pos = np.arange(rows.size) - np.searchsorted(rows, rows)
+        self.arrivals[rows, pos] = cols
+        self.ptr = np.zeros(channels.count, dtype=np.int64)
+        self.single = collective.kind in _SINGLE_TARGET
+        if self.single:
+            # one rank needs each chunk; the chunk travels as one copy, held last by its carrier
+            self.target = required.argmax(axis=0)
+            self.carrier = self.holds.argmax(axis=0)
+            self.dist = channels.hop_distances()
+            self.moving = np.zeros(g, dtype=bool)
+        else:
+            self.want = self.lacking.sum(axis=0).astype(np.float64)
+        self.window = g if g <= EXACT_CHUNKS else plan.window
+        self.newest = 0 if g <= EXACT_CHUNKS else plan.window
+        self.packed = not self.single and channels.count * ((g + 7) // 8) <= EXACT_BYTES
+        self.path_start = channels.link_ptr[:-1]
+        self.last_link = channels.link_ids[channels.link_ptr[1:] - 1] if channels.count else np.zeros(0, dtype=np.int64)
+        self.direct_only = bool(channels.count == 0 or channels.path_length.max() == 1)
+        # one channel per link: a channel never proposes more than its room, so room never binds
+        self.private_links = self.direct_only and np.unique(channels.link_ids).size == channels.count
+        self._neighbourhoods()
+
+    # ------------------------------------------------------------------------------- set-up
+    def _neighbourhoods(self) -> None:
+        """Nested neighbourhoods of every channel's destination, largest first (``tiers[c]``, -1
+        padded): for a channel at locality level L (levels order channels by (links, -bandwidth)),
+        the components of the destination over the channels of each level below L."""
+        ch, r = self.ch, self.r
+        members: dict[tuple[int, ...], int] = {}
+        rank_clusters: list[list[int]] = [[] for _ in range(r)]
+        if ch.count:
+            _, level = np.unique(np.stack([ch.path_length, -ch.bottleneck], axis=1), axis=0, return_inverse=True)
+            level = level.ravel()
+            levels = int(level.max()) + 1
+        else:
+            level = np.zeros(0, dtype=np.int64)
+            levels = 0
+        # cluster id of each rank's component over the channels below level lv (-1: itself alone)
+        below: list[np.ndarray] = [np.full(r, -1, dtype=np.int64)]
+        for lv in range(1, levels):
+            label = _components(r, ch.src[level < lv], ch.dst[level < lv])
+            ids = np.full(r, -1, dtype=np.int64)
+            for comp in np.unique(label).tolist():
+                group = np.flatnonzero(label == comp)
+                if 1 < group.size < r:
+                    key = tuple(group.tolist())
+                    if key not in members:
+                        members[key] = len(members)
+                        for v in group.tolist():
+                            rank_clusters[v].append(members[key])
+                    ids[group] = members[key]
+            below.append(ids)
+        depth = max(1, levels)
+        self.tiers = np.full((ch.count, depth), -1, dtype=np.int64)
+        for lv in range(levels):
+            these = np.flatnonzero(level == lv)
+            col = 0
+            for lower in range(lv, 0, -1):  # largest neighbourhood first
+                ids = below[lower][ch.dst[these]]
+                if col and np.array_equal(ids, self.tiers[these, col - 1]):
+                    continue
+                self.tiers[these, col] = ids
+                col += 1
+        self.num_clusters = len(members)
+        if self.num_clusters:
+            groups = sorted(members.items(), key=lambda kv: kv[1])
+            self.cluster_hold = np.stack([self.holds[list(key)].any(axis=0) for key, _ in groups])
+            lens = [len(x) for x in rank_clusters]
+            self.rank_cluster_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+            self.rank_cluster = np.asarray([c for x in rank_clusters for c in x], dtype=np.int64)
+
+    # ------------------------------------------------------------------------------- one step
+    def step(self) -> tuple[np.ndarray, np.ndarray]:
+        """Run one step; returns the channels used and the chunk each carried."""
+        ch = self.ch
+        room = self.cap.copy()
+        self._advance()
+        chunk_noise = self.rng.random(self.g)
+        channel_noise = self.rng.random(ch.count)
+        if self.single:
+            self._queue(chunk_noise)
+            alive = np.flatnonzero(self.queue_ptr[ch.src + 1] > self.queue_ptr[ch.src])
+            propose = self._propose_single
+        else:
+            alive = np.flatnonzero(self.lack_count[ch.dst] > 0)
+            if self.packed:
+                self._pack(chunk_noise)
+            propose = self._propose_packed if self.packed else self._propose_window
+        taken_ch: list[np.ndarray] = []
+        taken_c: list[np.ndarray] = []
+        for _ in range(MAX_ROUNDS):
+            if alive.size == 0:
+                break
+            free = np.minimum.reduceat(room[ch.link_ids], self.path_start)[alive]
+            alive, free = alive[free > 0], free[free > 0]
+            if alive.size == 0:
+                break
+            # a channel offers about its share of the room into its destination (plus one), so the
+            # channels into one rank do not all offer the same chunks
+            last = self.last_link[alive]
+            sharing = np.bincount(last, minlength=room.size)[last]
+            share = -(-room[last] // sharing) + 1
+            offer = np.minimum(np.minimum(free, share), MULTI)
+            row, chunk, score, into, has = propose(alive, offer, chunk_noise)
+            props = alive[row]
+            alive = alive[has]  # a channel with nothing to offer stays out for this step
+            if props.size == 0:
+                break
+            win = self._resolve(props, chunk, score, into, channel_noise, room)
+            if not win.any():
+                break
+            wc, wk = props[win], chunk[win]
+            self._accept(wc, wk)
+            np.subtract.at(room, self._links_of(wc), 1)
+            taken_ch.append(wc)
+            taken_c.append(wk)
+        if not taken_ch:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        chans = np.concatenate(taken_ch)
+        chunks = np.concatenate(taken_c)
+        self._deliver(ch.dst[chans], chunks)
+        return chans, chunks
+
+    def _links_of(self, chans: np.ndarray) -> np.ndarray:
+        """The link ids of every channel in ``chans``, concatenated."""
+        if self.direct_only:
+            return self.ch.link_ids[chans]
+        return _expand(self.ch.link_ptr, self.ch.link_ids, chans)[1]
+
+    def _advance(self) -> None:
+        """Move every channel's oldest-first pointer past the chunks its destination holds."""
+        if self.packed or self.single:
+            return
+        ch, g = self.ch, self.g
+        head = np.minimum(self.ptr, g - 1)
+        todo = np.flatnonzero(
+            (self.ptr < self.count[ch.src]) & np.take(self.holds, ch.dst * g + np.take(self.arrivals, ch.src * g + head))
+        )
+        span = np.arange(8)
+        while todo.size:
+            src, dst = ch.src[todo], ch.dst[todo]
+            pos = self.ptr[todo][:, None] + span[None, :]
+            inside = pos < self.count[src][:, None]
+            chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1))
+            fresh = inside & ~np.take(self.holds, dst[:, None] * g + chunk)
+            found = fresh.any(axis=1)
+            self.ptr[todo] += np.where(found, fresh.argmax(axis=1), inside.sum(axis=1))
+            todo = todo[~found & inside.all(axis=1)]
+
+    def _pack(self, chunk_noise: np.ndarray) -> None:
+        """Bitsets of who holds what, with the chunks in rarity order (most wanted first, ties in
+        a random order), so a channel's best chunk is its first candidate bit. The order is
+        recomputed every `REORDER_EVERY` steps; in between, deliveries are set in place."""
+        self.steps_packed = getattr(self, "steps_packed", -1) + 1
+        if self.steps_packed % REORDER_EVERY:
+            self.incoming_bits.fill(0)
+            return
+        self.order = np.argsort(-(self.want + chunk_noise), kind="stable")
+        self.rank_of = np.empty(self.g, dtype=np.int64)
+        self.rank_of[self.order] = np.arange(self.g)
+        self.hold_bits = np.packbits(self.holds[:, self.order], axis=1)
+        self.incoming_bits = np.zeros_like(self.hold_bits)
+        if self.num_clusters:
+            self.cluster_bits = np.packbits(self.cluster_hold[:, self.order], axis=1)
+
+    def _propose_packed(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
+        """Exact choice of up to ``room[i]`` chunks for channel ``chans[i]``: the first ones, in
+        rarity order, that the source holds, that the destination neither holds nor receives in
+        this step, and that the largest possible neighbourhood of the destination lacks.
+
+        Returns (channel row, chunk, score, neighbourhood the chunk is new to or -1) per proposal,
+        and whether each channel had anything to offer."""
+        ch = self.ch
+        src, dst = ch.src[chans], ch.dst[chans]
+        cand = self.hold_bits[src] & ~self.hold_bits[dst] & ~self.incoming_bits[dst]
+        rows = np.arange(chans.size)
+        out: list[tuple[np.ndarray, ...]] = []
+        has_any = None
+        for j in range(int(room.max())):
+            has, at, score, into = self._best_bits(chans[rows], cand[rows])
+            if has_any is None:
+                has_any = has
+            rows, at, score, into = rows[has], at[has], score[has], into[has]
+            out.append((rows, self.order[at], score, into))
+            keep = room[rows] > j + 1
+            rows, at = rows[keep], at[keep]
+            if rows.size == 0:
+                break
+            cand[rows, at >> 3] &= ~(0x80 >> (at & 7)).astype(np.uint8)
+        parts = [np.concatenate(x) for x in zip(*out)]
+        return (*parts, has_any)
+
+    def _best_bits(self, chans: np.ndarray, cand: np.ndarray):
+        """(has, position in rarity order, score, neighbourhood) of each row's best candidate."""
+        has, at = _first_bits(cand)
+        depth = self.tiers.shape[1]
+        tiers = self.tiers[chans]
+        tier = np.full(chans.size, depth)  # which preference was met (depth: the destination only)
+        into = np.full(chans.size, -1, dtype=np.int64)
+        if self.num_clusters:
+            for t in range(depth):
+                rows = np.flatnonzero((tier == depth) & (tiers[:, t] >= 0) & has)
+                if rows.size == 0:
+                    continue
+                found, at_t = _first_bits(cand[rows] & ~self.cluster_bits[tiers[rows, t]])
+                rows, at_t = rows[found], at_t[found]
+                at[rows] = at_t
+                tier[rows] = t
+                into[rows] = tiers[rows, t]
+        rungs = (tiers >= 0).sum(axis=1)  # preferences this channel has; met the first: no penalty
+        score = -(at + self.g * (tier - (depth - rungs)).clip(min=0)).astype(np.float64)
+        return has, np.minimum(at, self.g - 1), score, into
+
+    def _propose_window(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
+        """Windowed (or, for few chunks, exact) choice over the source's arrivals, scored; the
+        same results as `_propose_packed`."""
+        ch = self.ch
+        src, dst = ch.src[chans], ch.dst[chans]
+        n = self.count[src]
+        lo = self.ptr[chans]
+        pos = lo[:, None] + np.arange(self.window)[None, :]
+        if self.newest:
+            tail = np.maximum(n - self.newest, lo + self.window)
+            pos = np.concatenate([pos, tail[:, None] + np.arange(self.newest)[None, :]], axis=1)
+        ok = pos < n[:, None]
+        g = self.g
+        chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1)).astype(np.int64)
+        flat = dst[:, None] * g + chunk
+        ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat)
+        into_all = None
+        ok &= np.take(self.lacking, flat)
+        score = np.take(self.want + chunk_noise, chunk)
+        if self.num_clusters:
+            # freshness is nested (new to a rack means new to each of its servers): count the
+            # neighbourhoods the chunk is new to, and remember the largest
+            into_all = np.full(chunk.shape, -1, dtype=np.int64)
+            fresh = np.zeros(chunk.shape, dtype=np.int64)
+            for t in range(self.tiers.shape[1] - 1, -1, -1):
+                cl = self.tiers[chans, t]
+                rows = np.flatnonzero(cl >= 0)
+                new = ~self.cluster_hold[cl[rows][:, None], chunk[rows]]
+                fresh[rows] += new
+                into_all[rows] = np.where(new, cl[rows][:, None], into_all[rows])
+            score = score + fresh * (2.0 * self.r + 2.0)
+        return self._top(chunk, score, ok, room, into_all)
+
+    def _queue(self, chunk_noise: np.ndarray) -> None:
+        """Chunks still on their way, grouped by carrier, farthest from their rank first."""
+        g = self.g
+        active = np.flatnonzero(self.lacking[self.target, np.arange(g)])
+        here = self.carrier[active]
+        far = self.dist[here, self.target[active]] + chunk_noise[active]
+        order = np.lexsort((-far, here))
+        self.queue = active[order]
+        self.queue_ptr = np.searchsorted(here[order], np.arange(self.r + 1))
+        self.moving.fill(False)
+
+    def _propose_single(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
+        """For chunks with one destination: the source's queued chunks that the channel brings
+        closer to their rank, farthest first."""
+        ch = self.ch
+        src, dst = ch.src[chans], ch.dst[chans]
+        lo = self.queue_ptr[src]
+        n = self.queue_ptr[src + 1] - lo
+        width = int(min(n.max(), SINGLE_SCAN))
+        cols = np.arange(width)[None, :]
+        ok = cols < n[:, None]
+        chunk = self.queue[np.minimum(lo[:, None] + cols, self.queue.size - 1)]
+        tgt = self.target[chunk]
+        here = self.dist[src[:, None], tgt]
+        flat = dst[:, None] * self.g + chunk
+        ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat) & ~self.moving[chunk]
+        ok &= self.dist[dst[:, None], tgt] < here
+        score = here + chunk_noise[chunk]
+        return self._top(chunk, score, ok, room, None)
+
+    def _top(self, chunk, score, ok, room, into_all):
+        """Up to ``room[i]`` best-scored valid candidates of each row, as flat proposals."""
+        score = np.where(ok, score, -np.inf)
+        width = min(int(room.max()), score.shape[1])
+        if width == 1:
+            order = score.argmax(axis=1)[:, None]
+        else:
+            order = np.argsort(-score, axis=1, kind="stable")[:, :width]
+        top = np.take_along_axis(score, order, axis=1)
+        take = np.isfinite(top) & (np.arange(width)[None, :] < room[:, None])
+        row, col = np.nonzero(take)
+        pick = order[row, col]
+        into = into_all[row, pick] if into_all is not None else np.full(row.size, -1, dtype=np.int64)
+        return row, chunk[row, pick], top[row, col], into, np.isfinite(top[:, 0])
+
+    def _resolve(self, props, chunks, score, into, channel_noise, room) -> np.ndarray:
+        """Which proposals win: one per (destination, chunk) and one per (neighbourhood, chunk)
+        for those bringing a chunk new to a neighbourhood; then the best up to every link's room."""
+        ch = self.ch
+        win = np.zeros(props.size, dtype=bool)
+        key = chunks if self.single else ch.dst[props] * self.g + chunks  # one copy moves at a time
+        order = np.lexsort((-channel_noise[props], -score, key))
+        win[order[np.r_[True, key[order][1:] != key[order][:-1]]]] = True
+        rows = np.flatnonzero(win & (into >= 0))
+        if rows.size:
+            key = into[rows] * self.g + chunks[rows]
+            order = np.lexsort((-channel_noise[props[rows]], -score[rows], key))
+            win[rows[order[np.r_[False, key[order][1:] == key[order][:-1]]]]] = False
+        if self.private_links:
+            return win
+        # link room: on every link, the best proposals up to its room. A proposal that is among
+        # the first (room) on each of its links is safe; accepting the safe ones and dropping
+        # those whose link is then full lets others move up; repeat until nothing changes.
+        cand = np.flatnonzero(win)
+        owner, link = _expand(ch.link_ptr, ch.link_ids, props[cand])
+        order = np.lexsort((-channel_noise[props[cand]][owner], -score[cand][owner], link))
+        s_link, s_owner = link[order], owner[order]
+        group_start = np.searchsorted(s_link, s_link, side="left")
+        starts = np.r_[0, np.cumsum(ch.path_length[props[cand]])[:-1]]
+        left = room.copy()
+        pending = np.ones(cand.size, dtype=bool)
+        accepted = np.zeros(cand.size, dtype=bool)
+        for _ in range(16):
+            live = pending[s_owner]
+            before = np.cumsum(live) - live  # pending proposals ahead of this one overall
+            rank = before - before[group_start]
+            fits = np.empty(order.size, dtype=bool)
+            fits[order] = live & (rank < left[s_link])
+            safe = np.logical_and.reduceat(fits, starts) & pending if fits.size else pending
+            if not safe.any():
+                break
+            accepted |= safe
+            pending &= ~safe
+            np.subtract.at(left, link[np.repeat(safe, ch.path_length[props[cand]])], 1)
+            full = np.zeros(cand.size, dtype=bool)
+            np.logical_or.at(full, owner, left[link] <= 0)
+            pending &= ~full
+            if not pending.any():
+                break
+        win[cand] = accepted
+        return win
+
+    def _accept(self, chans: np.ndarray, chunks: np.ndarray) -> None:
+        """Record accepted transfers of the current step (their data lands at its end)."""
+        dst = self.ch.dst[chans]
+        self.incoming[dst, chunks] = True
+        if self.single:
+            self.moving[chunks] = True
+        owner = cl = None
+        if self.num_clusters:
+            owner, cl = _expand(self.rank_cluster_ptr, self.rank_cluster, dst)
+            self.cluster_hold[cl, chunks[owner]] = True
+        if self.packed:
+            at = self.rank_of[chunks]
+            np.bitwise_or.at(self.incoming_bits, (dst, at >> 3), (0x80 >> (at & 7)).astype(np.uint8))
+            if owner is not None and owner.size:
+                at = at[owner]
+                np.bitwise_or.at(self.cluster_bits, (cl, at >> 3), (0x80 >> (at & 7)).astype(np.uint8))
+
+    def _deliver(self, dst: np.ndarray, chunks: np.ndarray) -> None:
+        self.incoming[dst, chunks] = False
+        self.holds[dst, chunks] = True
+        if self.packed:
+            at = self.rank_of[chunks]
+            np.bitwise_or.at(self.hold_bits, (dst, at >> 3), (0x80 >> (at & 7)).astype(np.uint8))
+        order = np.lexsort((chunks, dst))
+        d, c = dst[order], chunks[order]
+        rank_in = np.arange(d.size) - np.searchsorted(d, d)
+        self.arrivals[d, self.count[d] + rank_in] = c
+        self.count += np.bincount(d, minlength=self.r)
+        needed = self.lacking[d, c]
+        self.lacking[d, c] = False
+        self.remaining -= int(needed.sum())
+        self.lack_count -= np.bincount(d[needed], minlength=self.r)
+        if self.single:
+            self.carrier[c] = d
+        else:
+            self.want -= np.bincount(c[needed], minlength=self.g)
