@@ -93,6 +93,13 @@ class Channels:
     def src_sorted(self) -> np.ndarray:
         return self.src[self.by_src]
 
+    def neighbourhoods(self) -> Neighbourhoods:
+        """Nested neighbourhoods of every channel's destination (cached)."""
+        cached = self.__dict__.get("_hoods")
+        if cached is None:
+            cached = self.__dict__["_hoods"] = _neighbourhoods(self)
+        return cached
+
     def hop_distances(self) -> np.ndarray:
         """[R, R] fewest channels from a rank to another (0 on the diagonal)."""
         cached = self.__dict__.get("_hops")
@@ -115,6 +122,80 @@ class Channels:
         hops.setflags(write=False)
         self.__dict__["_hops"] = hops
         return hops
+
+
+@dataclass(frozen=True, eq=False)
+class Neighbourhoods:
+    """Where a channel leads, seen from afar. Channels are ordered by locality (fewer links first,
+    then faster); the neighbourhood of a rank at level L is its component over the channels of the
+    levels below L (a NIC channel into a server: the server's GPUs; a channel through a spine:
+    the destination's rack). ``tiers[c]`` lists channel c's destination neighbourhoods, largest
+    first, as indices into ``members`` (-1 padded; a most-local channel has none); ``rank_ptr``/
+    ``rank_cluster`` give, as CSR, the neighbourhoods each rank belongs to."""
+
+    tiers: np.ndarray
+    members: tuple[np.ndarray, ...]
+    rank_ptr: np.ndarray
+    rank_cluster: np.ndarray
+
+
+def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Component label (smallest member) of each of n nodes joined by the undirected edges (a, b)."""
+    label = np.arange(n)
+    while True:
+        lo = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, a, lo)
+        np.minimum.at(new, b, lo)
+        new = new[new]
+        if np.array_equal(new, label):
+            return label
+        label = new
+
+
+def _neighbourhoods(ch: Channels) -> Neighbourhoods:
+    r = ch.topology.num_ranks
+    members: dict[tuple[int, ...], int] = {}
+    rank_clusters: list[list[int]] = [[] for _ in range(r)]
+    if ch.count:
+        _, level = np.unique(np.stack([ch.path_length, -ch.bottleneck], axis=1), axis=0, return_inverse=True)
+        level = level.ravel()
+        levels = int(level.max()) + 1
+    else:
+        level = np.zeros(0, dtype=np.int64)
+        levels = 0
+    # neighbourhood id of each rank's component over the channels below level lv (-1: alone, or all)
+    below: list[np.ndarray] = [np.full(r, -1, dtype=np.int64)]
+    for lv in range(1, levels):
+        label = components(r, ch.src[level < lv], ch.dst[level < lv])
+        ids = np.full(r, -1, dtype=np.int64)
+        for comp in np.unique(label).tolist():
+            group = np.flatnonzero(label == comp)
+            if 1 < group.size < r:
+                key = tuple(group.tolist())
+                if key not in members:
+                    members[key] = len(members)
+                    for v in group.tolist():
+                        rank_clusters[v].append(members[key])
+                ids[group] = members[key]
+        below.append(ids)
+    tiers = np.full((ch.count, max(1, levels)), -1, dtype=np.int64)
+    for lv in range(levels):
+        these = np.flatnonzero(level == lv)
+        col = 0
+        for lower in range(lv, 0, -1):  # largest neighbourhood first
+            ids = below[lower][ch.dst[these]]
+            if col and np.array_equal(ids, tiers[these, col - 1]):
+                continue
+            tiers[these, col] = ids
+            col += 1
+    lens = [len(x) for x in rank_clusters]
+    return Neighbourhoods(
+        tiers=tiers,
+        members=tuple(np.asarray(key, dtype=np.int64) for key, _ in sorted(members.items(), key=lambda kv: kv[1])),
+        rank_ptr=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
+        rank_cluster=np.asarray([c for x in rank_clusters for c in x], dtype=np.int64),
+    )
 
 
 def channels_for(topology: Topology, *, full_pairs: int = FULL_PAIRS) -> Channels:

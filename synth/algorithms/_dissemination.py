@@ -109,20 +109,6 @@ def disseminate(
     return builder.build()
 
 
-def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Component label (smallest member) of each of n nodes joined by the undirected edges (a, b)."""
-    label = np.arange(n)
-    while True:
-        lo = np.minimum(label[a], label[b])
-        new = label.copy()
-        np.minimum.at(new, a, lo)
-        np.minimum.at(new, b, lo)
-        new = new[new]
-        if np.array_equal(new, label):
-            return label
-        label = new
-
-
 def _expand(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CSR rows ``rows`` of (ptr, values), concatenated: (index into ``rows``, value)."""
     lo = ptr[rows]
@@ -183,52 +169,15 @@ class _Engine:
 
     # ------------------------------------------------------------------------------- set-up
     def _neighbourhoods(self) -> None:
-        """Nested neighbourhoods of every channel's destination, largest first (``tiers[c]``, -1
-        padded): for a channel at locality level L (levels order channels by (links, -bandwidth)),
-        the components of the destination over the channels of each level below L."""
-        ch, r = self.ch, self.r
-        members: dict[tuple[int, ...], int] = {}
-        rank_clusters: list[list[int]] = [[] for _ in range(r)]
-        if ch.count:
-            _, level = np.unique(np.stack([ch.path_length, -ch.bottleneck], axis=1), axis=0, return_inverse=True)
-            level = level.ravel()
-            levels = int(level.max()) + 1
-        else:
-            level = np.zeros(0, dtype=np.int64)
-            levels = 0
-        # cluster id of each rank's component over the channels below level lv (-1: itself alone)
-        below: list[np.ndarray] = [np.full(r, -1, dtype=np.int64)]
-        for lv in range(1, levels):
-            label = _components(r, ch.src[level < lv], ch.dst[level < lv])
-            ids = np.full(r, -1, dtype=np.int64)
-            for comp in np.unique(label).tolist():
-                group = np.flatnonzero(label == comp)
-                if 1 < group.size < r:
-                    key = tuple(group.tolist())
-                    if key not in members:
-                        members[key] = len(members)
-                        for v in group.tolist():
-                            rank_clusters[v].append(members[key])
-                    ids[group] = members[key]
-            below.append(ids)
-        depth = max(1, levels)
-        self.tiers = np.full((ch.count, depth), -1, dtype=np.int64)
-        for lv in range(levels):
-            these = np.flatnonzero(level == lv)
-            col = 0
-            for lower in range(lv, 0, -1):  # largest neighbourhood first
-                ids = below[lower][ch.dst[these]]
-                if col and np.array_equal(ids, self.tiers[these, col - 1]):
-                    continue
-                self.tiers[these, col] = ids
-                col += 1
-        self.num_clusters = len(members)
+        """Nested neighbourhoods of every channel's destination (`Channels.neighbourhoods`), and
+        which chunks each neighbourhood holds."""
+        hood = self.ch.neighbourhoods()
+        self.tiers = hood.tiers
+        self.num_clusters = len(hood.members)
         if self.num_clusters:
-            groups = sorted(members.items(), key=lambda kv: kv[1])
-            self.cluster_hold = np.stack([self.holds[list(key)].any(axis=0) for key, _ in groups])
-            lens = [len(x) for x in rank_clusters]
-            self.rank_cluster_ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-            self.rank_cluster = np.asarray([c for x in rank_clusters for c in x], dtype=np.int64)
+            self.cluster_hold = np.stack([self.holds[m].any(axis=0) for m in hood.members])
+            self.rank_cluster_ptr = hood.rank_ptr
+            self.rank_cluster = hood.rank_cluster
 
     # ------------------------------------------------------------------------------- one step
     def step(self) -> tuple[np.ndarray, np.ndarray]:
