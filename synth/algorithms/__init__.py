@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from synth.algorithms import binomial, direct, greedy, recursive_doubling, recursive_halving, ring
+from synth.algorithms import binomial, direct, greedy, packing, recursive_doubling, recursive_halving, ring
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
@@ -96,6 +96,15 @@ METHODS: dict[str, Method] = {
         greedy.synthesize,
         _ranks_for_allreduce,
         options=greedy.OPTIONS,
+        chooses_chunks=True,
+    ),
+    "packing": Method(
+        "packing",
+        "spanning trees at the optimal allgather/broadcast throughput (exact max-flow bound), pipelined for the size",
+        packing.COLLECTIVES,
+        packing.synthesize,
+        _ranks_for_allreduce,
+        options=packing.OPTIONS,
         chooses_chunks=True,
     ),
 }

@@ -49,6 +49,14 @@ EXACT_BYTES = 4 << 20
 #: Queued chunks per carrier that its channels look at (farthest from their rank first), for
 #: collectives whose chunks each have one destination (gather, scatter, alltoall).
 SINGLE_SCAN = 64
+#: A rank's link with room for c chunks per step offers them to max(OFFER_MIN, offer·c) of the
+#: channels that start with it, a fresh random draw each step (all of them when they are fewer).
+OFFER_MIN = 4
+OFFER_ALL_UP_TO = 32_768
+#: A channel offers its share of the room into its destination plus this many chunks per round.
+SHARE_EXTRA = 1
+#: Passes over the links when settling one round's proposals (later rounds pick up the rest).
+LINK_PASSES = 6
 #: Proposal rounds per step at most (a step normally settles in a few).
 MAX_ROUNDS = 64
 #: Chunks a channel proposes at once, at most (when its links have room for several).
@@ -70,7 +78,13 @@ class Plan:
 
     seed: int = 0
     quantum: int = 1
-    window: int = WINDOW
+    #: oldest and newest arrivals scanned per channel (each) in the windowed mode; None: `WINDOW`,
+    #: or half of it beyond `OFFER_ALL_UP_TO` channels
+    window: int | None = None
+    #: channels leaving a rank over one link that take part in a step: at most this many per chunk
+    #: of the link's room (and never fewer than ``OFFER_MIN``), drawn at random each step; None:
+    #: every channel while there are at most `OFFER_ALL_UP_TO`, else 4
+    offer: int | None = None
 
 
 def link_capacity(topology: Topology, channels: Channels, quantum: int) -> tuple[np.ndarray, float]:
@@ -141,6 +155,8 @@ class _Engine:
         self.remaining = int(self.lack_count.sum())
         self.cap, _ = link_capacity(topology, channels, plan.quantum)
         self.incoming = np.zeros((r, g), dtype=bool)
+        # one byte per (rank, chunk) for the windowed scan: held 1, arriving this step 2, lacking 4
+        self.state = (self.holds.astype(np.uint8) | (self.lacking.astype(np.uint8) << 2)) if r * g < 2**31 else None
         # arrival order of every rank's chunks (the first ones are those it starts with)
         self.arrivals = np.zeros((r, g), dtype=np.int32)
         self.count = self.holds.sum(axis=1).astype(np.int64)
@@ -157,8 +173,9 @@ class _Engine:
             self.moving = np.zeros(g, dtype=bool)
         else:
             self.want = self.lacking.sum(axis=0).astype(np.float64)
-        self.window = g if g <= EXACT_CHUNKS else plan.window
-        self.newest = 0 if g <= EXACT_CHUNKS else plan.window
+        window = plan.window or (WINDOW if channels.count <= OFFER_ALL_UP_TO else WINDOW // 2)
+        self.window = g if g <= EXACT_CHUNKS else window
+        self.newest = 0 if g <= EXACT_CHUNKS else window
         self.packed = not self.single and channels.count * ((g + 7) // 8) <= EXACT_BYTES
         self.path_start = channels.link_ptr[:-1]
         self.last_link = channels.link_ids[channels.link_ptr[1:] - 1] if channels.count else np.zeros(0, dtype=np.int64)
@@ -166,6 +183,17 @@ class _Engine:
         # one channel per link: a channel never proposes more than its room, so room never binds
         self.private_links = self.direct_only and np.unique(channels.link_ids).size == channels.count
         self._neighbourhoods()
+        # channels grouped by their first link, in a random order fixed for the run
+        first = channels.link_ids[channels.link_ptr[:-1]] if channels.count else np.zeros(0, dtype=np.int64)
+        shuffle = self.rng.permutation(channels.count)
+        order = shuffle[np.argsort(first[shuffle], kind="stable")]
+        self.group_channels = order
+        breaks = np.flatnonzero(np.diff(first[order])) + 1
+        self.group_ptr = np.r_[0, breaks, order.size] if order.size else np.zeros(1, dtype=np.int64)
+        group_link = first[order[self.group_ptr[:-1]]] if order.size else np.zeros(0, dtype=np.int64)
+        offer = plan.offer if plan.offer is not None else (None if channels.count <= OFFER_ALL_UP_TO else 4)
+        self.group_limit = np.maximum(OFFER_MIN, (offer or 0) * self.cap[group_link])
+        self.offer_all = offer is None or bool(np.all(np.diff(self.group_ptr) <= self.group_limit))
 
     # ------------------------------------------------------------------------------- set-up
     def _neighbourhoods(self) -> None:
@@ -192,7 +220,8 @@ class _Engine:
             alive = np.flatnonzero(self.queue_ptr[ch.src + 1] > self.queue_ptr[ch.src])
             propose = self._propose_single
         else:
-            alive = np.flatnonzero(self.lack_count[ch.dst] > 0)
+            alive = self._offered()
+            alive = alive[self.lack_count[ch.dst[alive]] > 0]
             if self.packed:
                 self._pack(chunk_noise)
             propose = self._propose_packed if self.packed else self._propose_window
@@ -209,7 +238,7 @@ class _Engine:
             # channels into one rank do not all offer the same chunks
             last = self.last_link[alive]
             sharing = np.bincount(last, minlength=room.size)[last]
-            share = -(-room[last] // sharing) + 1
+            share = -(-room[last] // sharing) + SHARE_EXTRA
             offer = np.minimum(np.minimum(free, share), MULTI)
             row, chunk, score, into, has = propose(alive, offer, chunk_noise)
             props = alive[row]
@@ -221,7 +250,7 @@ class _Engine:
                 break
             wc, wk = props[win], chunk[win]
             self._accept(wc, wk)
-            np.subtract.at(room, self._links_of(wc), 1)
+            room -= np.bincount(self._links_of(wc), minlength=room.size)
             taken_ch.append(wc)
             taken_c.append(wk)
         if not taken_ch:
@@ -230,6 +259,19 @@ class _Engine:
         chunks = np.concatenate(taken_c)
         self._deliver(ch.dst[chans], chunks)
         return chans, chunks
+
+    def _offered(self) -> np.ndarray:
+        """The channels taking part in this step: for each link out of a rank, a random cyclic run
+        of at most max(OFFER_MIN, offer·room) of the channels starting with it."""
+        if self.offer_all:
+            return np.arange(self.ch.count)
+        size = np.diff(self.group_ptr)
+        start = (self.rng.random(size.size) * size).astype(np.int64)
+        take = np.minimum(size, self.group_limit)
+        owner = np.repeat(np.arange(size.size), take)
+        offset = np.arange(owner.size) - np.repeat(np.cumsum(take) - take, take)
+        pos = self.group_ptr[owner] + (start[owner] + offset) % size[owner]
+        return np.sort(self.group_channels[pos])
 
     def _links_of(self, chans: np.ndarray) -> np.ndarray:
         """The link ids of every channel in ``chans``, concatenated."""
@@ -325,33 +367,39 @@ class _Engine:
         """Windowed (or, for few chunks, exact) choice over the source's arrivals, scored; the
         same results as `_propose_packed`."""
         ch = self.ch
-        src, dst = ch.src[chans], ch.dst[chans]
+        g = self.g
+        src, dst = ch.src32[chans], ch.dst32[chans]
         n = self.count[src]
         lo = self.ptr[chans]
-        pos = lo[:, None] + np.arange(self.window)[None, :]
+        width = self.window + self.newest
+        pos = np.empty((chans.size, width), dtype=np.int64)
+        pos[:, : self.window] = lo[:, None] + np.arange(self.window)[None, :]
         if self.newest:
             tail = np.maximum(n - self.newest, lo + self.window)
-            pos = np.concatenate([pos, tail[:, None] + np.arange(self.newest)[None, :]], axis=1)
+            pos[:, self.window :] = tail[:, None] + np.arange(self.newest)[None, :]
         ok = pos < n[:, None]
-        g = self.g
-        chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1)).astype(np.int64)
+        chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1).astype(np.int32))
         flat = dst[:, None] * g + chunk
-        ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat)
+        if self.state is not None:
+            ok &= np.take(self.state, flat) == 4  # lacking, and nothing on its way
+        else:
+            ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat) & np.take(self.lacking, flat)
         into_all = None
-        ok &= np.take(self.lacking, flat)
-        score = np.take(self.want + chunk_noise, chunk)
+        score = np.take((self.want + chunk_noise).astype(np.float32), chunk)
         if self.num_clusters:
             # freshness is nested (new to a rack means new to each of its servers): count the
             # neighbourhoods the chunk is new to, and remember the largest
             into_all = np.full(chunk.shape, -1, dtype=np.int64)
-            fresh = np.zeros(chunk.shape, dtype=np.int64)
+            fresh = np.zeros(chunk.shape, dtype=np.float32)
             for t in range(self.tiers.shape[1] - 1, -1, -1):
                 cl = self.tiers[chans, t]
                 rows = np.flatnonzero(cl >= 0)
-                new = ~self.cluster_hold[cl[rows][:, None], chunk[rows]]
+                if rows.size == 0:
+                    continue
+                new = ~np.take(self.cluster_hold, cl[rows][:, None] * g + chunk[rows])
                 fresh[rows] += new
                 into_all[rows] = np.where(new, cl[rows][:, None], into_all[rows])
-            score = score + fresh * (2.0 * self.r + 2.0)
+            score += fresh * np.float32(2.0 * self.r + 2.0)
         return self._top(chunk, score, ok, room, into_all)
 
     def _queue(self, chunk_noise: np.ndarray) -> None:
@@ -386,7 +434,7 @@ class _Engine:
 
     def _top(self, chunk, score, ok, room, into_all):
         """Up to ``room[i]`` best-scored valid candidates of each row, as flat proposals."""
-        score = np.where(ok, score, -np.inf)
+        score = np.where(ok, score, -np.inf).astype(np.float32, copy=False)
         width = min(int(room.max()), score.shape[1])
         if width == 1:
             order = score.argmax(axis=1)[:, None]
@@ -403,14 +451,17 @@ class _Engine:
         """Which proposals win: one per (destination, chunk) and one per (neighbourhood, chunk)
         for those bringing a chunk new to a neighbourhood; then the best up to every link's room."""
         ch = self.ch
+        # every proposal's priority, as one rank: best score first, ties by the channel's draw
+        prio = np.empty(props.size, dtype=np.int64)
+        prio[np.lexsort((-channel_noise[props], -score))] = np.arange(props.size)
         win = np.zeros(props.size, dtype=bool)
         key = chunks if self.single else ch.dst[props] * self.g + chunks  # one copy moves at a time
-        order = np.lexsort((-channel_noise[props], -score, key))
+        order = np.argsort(key * props.size + prio)
         win[order[np.r_[True, key[order][1:] != key[order][:-1]]]] = True
         rows = np.flatnonzero(win & (into >= 0))
         if rows.size:
             key = into[rows] * self.g + chunks[rows]
-            order = np.lexsort((-channel_noise[props[rows]], -score[rows], key))
+            order = np.argsort(key * props.size + prio[rows])
             win[rows[order[np.r_[False, key[order][1:] == key[order][:-1]]]]] = False
         if self.private_links:
             return win
@@ -419,29 +470,28 @@ class _Engine:
         # those whose link is then full lets others move up; repeat until nothing changes.
         cand = np.flatnonzero(win)
         owner, link = _expand(ch.link_ptr, ch.link_ids, props[cand])
-        order = np.lexsort((-channel_noise[props[cand]][owner], -score[cand][owner], link))
-        s_link, s_owner = link[order], owner[order]
-        group_start = np.searchsorted(s_link, s_link, side="left")
-        starts = np.r_[0, np.cumsum(ch.path_length[props[cand]])[:-1]]
+        order = np.argsort(link * props.size + prio[cand][owner])
+        s_link, s_owner = link[order], owner[order]  # pairs by link, best proposal first
         left = room.copy()
         pending = np.ones(cand.size, dtype=bool)
         accepted = np.zeros(cand.size, dtype=bool)
-        for _ in range(16):
-            live = pending[s_owner]
-            before = np.cumsum(live) - live  # pending proposals ahead of this one overall
-            rank = before - before[group_start]
-            fits = np.empty(order.size, dtype=bool)
-            fits[order] = live & (rank < left[s_link])
-            safe = np.logical_and.reduceat(fits, starts) & pending if fits.size else pending
+        for _ in range(LINK_PASSES):
+            rank = np.arange(s_link.size) - np.searchsorted(s_link, s_link, side="left")
+            blocked = np.zeros(cand.size, dtype=bool)
+            blocked[s_owner[rank >= left[s_link]]] = True
+            safe = pending & ~blocked
             if not safe.any():
                 break
             accepted |= safe
             pending &= ~safe
-            np.subtract.at(left, link[np.repeat(safe, ch.path_length[props[cand]])], 1)
+            taken = safe[s_owner]
+            left -= np.bincount(s_link[taken], minlength=left.size)
             full = np.zeros(cand.size, dtype=bool)
-            np.logical_or.at(full, owner, left[link] <= 0)
+            full[s_owner[left[s_link] <= 0]] = True
             pending &= ~full
-            if not pending.any():
+            keep = pending[s_owner]
+            s_link, s_owner = s_link[keep], s_owner[keep]
+            if s_link.size == 0:
                 break
         win[cand] = accepted
         return win
@@ -450,6 +500,8 @@ class _Engine:
         """Record accepted transfers of the current step (their data lands at its end)."""
         dst = self.ch.dst[chans]
         self.incoming[dst, chunks] = True
+        if self.state is not None:
+            self.state[dst, chunks] |= 2
         if self.single:
             self.moving[chunks] = True
         owner = cl = None
@@ -466,6 +518,8 @@ class _Engine:
     def _deliver(self, dst: np.ndarray, chunks: np.ndarray) -> None:
         self.incoming[dst, chunks] = False
         self.holds[dst, chunks] = True
+        if self.state is not None:
+            self.state[dst, chunks] = 1
         if self.packed:
             at = self.rank_of[chunks]
             np.bitwise_or.at(self.hold_bits, (dst, at >> 3), (0x80 >> (at & 7)).astype(np.uint8))
