@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from synth.algorithms import binomial, direct, greedy, packing, recursive_doubling, recursive_halving, ring
+from synth.algorithms import auto, binomial, direct, greedy, packing, recursive_doubling, recursive_halving, ring
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
@@ -40,6 +40,8 @@ class Method:
     options: tuple[str, ...] = ()
     #: with no chunk count from the caller, the method may choose one (e.g. for ``options["size"]``)
     chooses_chunks: bool = False
+    #: ``auto`` skips the method on topologies with more ranks than this (exact solvers)
+    auto_max_ranks: int | None = None
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives
@@ -105,6 +107,15 @@ METHODS: dict[str, Method] = {
         packing.synthesize,
         _ranks_for_allreduce,
         options=packing.OPTIONS,
+        chooses_chunks=True,
+    ),
+    "auto": Method(
+        "auto",
+        "every applicable method, verified; keeps the best predicted time at the size(s) and says why",
+        auto.COLLECTIVES,
+        auto.synthesize,
+        _ranks_for_allreduce,
+        options=auto.OPTIONS,
         chooses_chunks=True,
     ),
 }

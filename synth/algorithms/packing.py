@@ -153,14 +153,19 @@ def _allreduce(topology: Topology, collective: Collective, router: Router, chunk
             raise NotApplicable(
                 f"{METHOD} allreduce runs reduce-scatter then allgather, so --chunks must be a multiple of the rank count {r}"
             )
-        options = [chunks // r]
+        phases = {chunks // r: (None, None)}
     else:
-        forward_packings = packings(topology, Kind.ALLGATHER, None) + packings(topology.reversed(), Kind.ALLGATHER, None)
-        options = sorted({c for p in forward_packings for c in chunk_counts(p, Kind.ALLGATHER, r)})
+        # each phase's own best chunk count, and the other phase at the same count
+        ag = forward(None)(topology, Collective(Kind.ALLGATHER, r, 1), router)
+        rs = _dual(topology, Kind.REDUCE_SCATTER, None, forward(None))
+        phases = {ag.collective.chunks_per_piece: (None, ag)}
+        phases.setdefault(rs.collective.chunks_per_piece, (rs, None))
+        if rs.collective.chunks_per_piece == ag.collective.chunks_per_piece:
+            phases[ag.collective.chunks_per_piece] = (rs, ag)
     best: tuple[float, int, Schedule] | None = None
-    for per_piece in options:
-        rs = _dual(topology, Kind.REDUCE_SCATTER, None, forward(per_piece))
-        ag = forward(per_piece)(topology, Collective(Kind.ALLGATHER, r, per_piece), router)
+    for per_piece, (rs, ag) in sorted(phases.items()):
+        rs = rs or _dual(topology, Kind.REDUCE_SCATTER, None, forward(per_piece))
+        ag = ag or forward(per_piece)(topology, Collective(Kind.ALLGATHER, r, per_piece), router)
         params = {"phases": ["reduce-scatter", "allgather"], "reduce_scatter": dict(rs.params), "allgather": dict(ag.params)}
         schedule = concat([rs, ag], Collective(Kind.ALLREDUCE, r, r * per_piece), METHOD, params)
         time = sync_time_us(schedule, topology, [at])[0]

@@ -1,0 +1,135 @@
+"""``auto``: run every method that applies and keep the schedule with the best predicted time.
+
+For a size (or a list or range of sizes), auto asks every registered method that serves the
+collective for a schedule (the classic baselines as they are; methods that tune themselves for a
+size, such as greedy and packing, once per size asked, at most `TUNED_SIZES` of them), each
+verified by the registry, and predicts each one's time with the step-synchronous model of
+FORMATS.md. For one size it keeps the fastest; for several, the one whose time, relative to the
+fastest candidate at each size, has the smallest geometric mean (so no single size dominates).
+Ties go to fewer transfers. A method registered with ``auto_max_ranks`` is skipped on larger
+topologies (exact solvers), and once ``budget`` seconds are spent, only the classic baselines still
+run. The schedule's ``params`` record what was chosen, every candidate's predicted time, the
+lower bound, and why; ``params["explanation"]`` says it in a few lines (the CLI prints them).
+
+Options: ``size`` or ``sizes`` (bytes; default 1 GiB), ``budget`` (seconds, default 120).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from synth.algorithms._timing import sync_time_us
+from synth.bounds import bound_model
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.routing import Router
+from synth.schedule import Schedule
+from synth.topology import Topology
+from synth.units import format_size
+
+METHOD = "auto"
+OPTIONS = ("size", "sizes", "budget")
+COLLECTIVES = frozenset(Kind)
+REFERENCE_SIZE = 1 << 30
+#: a self-tuning method is run for at most this many of the sizes asked (smallest, middle, largest)
+TUNED_SIZES = 3
+DEFAULT_BUDGET = 120.0
+
+
+def _sizes(options: Mapping[str, Any]) -> list[int]:
+    if options.get("sizes") is not None and options.get("size") is not None:
+        raise ValueError("give auto either size or sizes, not both")
+    sizes = options.get("sizes")
+    if sizes is None:
+        sizes = [options["size"]] if options.get("size") is not None else [REFERENCE_SIZE]
+    sizes = sorted(set(sizes))
+    if not sizes or any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sizes):
+        raise ValueError(f"auto sizes must be positive integers, got {sizes!r}")
+    return sizes
+
+
+def _tuning_sizes(sizes: list[int]) -> list[int]:
+    if len(sizes) <= TUNED_SIZES:
+        return sizes
+    return sorted({sizes[0], sizes[len(sizes) // 2], sizes[-1]})
+
+
+def synthesize(
+    topology: Topology,
+    collective: Collective,
+    router: Router | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Schedule:
+    """The best of every applicable method's schedule for ``collective`` at the size(s) asked."""
+    from synth.algorithms import CLASSIC_METHODS, METHODS
+    from synth.algorithms import synthesize as run
+
+    options = dict(options or {})
+    sizes = _sizes(options)
+    budget = float(options.get("budget", DEFAULT_BUDGET))
+    chunks = options.get("chunks", collective.chunks_per_piece)
+    kind, r, root = collective.kind, collective.num_ranks, collective.root
+    started = time.monotonic()
+    candidates: list[tuple[str, Schedule, list[float]]] = []
+    skipped: dict[str, str] = {}
+    for name, method in METHODS.items():
+        if name == METHOD or not method.serves(kind):
+            continue
+        limit = getattr(method, "auto_max_ranks", None)
+        if limit is not None and r > limit:
+            skipped[name] = f"more than {limit} ranks"
+            continue
+        if name not in CLASSIC_METHODS and time.monotonic() - started > budget:
+            skipped[name] = f"time budget of {budget:g} s spent"
+            continue
+        runs = [{"size": s} for s in _tuning_sizes(sizes)] if "size" in method.options else [{}]
+        for extra in runs:
+            label = name if not extra else f"{name}@{format_size(extra['size'])}"
+            try:
+                schedule = run(topology, kind, name, root=root, chunks=chunks, router=router, options=extra or None)
+            except NotApplicable as exc:
+                skipped[label] = str(exc)
+                continue
+            candidates.append((label, schedule, sync_time_us(schedule, topology, sizes)))
+    if not candidates:
+        raise NotApplicable(f"no method serves {kind.value} here ({'; '.join(f'{k}: {v}' for k, v in skipped.items())})")
+    best_at = [min(c[2][i] for c in candidates) for i in range(len(sizes))]
+
+    def merit(entry: tuple[str, Schedule, list[float]]) -> tuple[float, int, str]:
+        label, schedule, times = entry
+        ratios = [t / b if b > 0 else 1.0 for t, b in zip(times, best_at)]
+        return (math.exp(sum(math.log(x) for x in ratios) / len(ratios)), schedule.num_transfers, label)
+
+    ranked = sorted(candidates, key=merit)
+    label, chosen, _ = ranked[0]
+    bounds = [bound_model(topology, kind, root).time_us(s) for s in sizes]
+    params = {
+        "chosen": label,
+        "chosen_method": chosen.method,
+        "chosen_params": dict(chosen.params),
+        "sizes": sizes,
+        "predicted_us": {lab: [round(t, 3) for t in ts] for lab, _, ts in ranked},
+        "lower_bound_us": [round(b, 3) for b in bounds],
+        "skipped": dict(sorted(skipped.items())),
+        "explanation": _explain(ranked, sizes, bounds),
+    }
+    return replace(chosen, method=METHOD, params=params)
+
+
+def _explain(ranked: list[tuple[str, Schedule, list[float]]], sizes: list[int], bounds: list[float]) -> list[str]:
+    """A few lines: what was chosen, how far from the bound, and how the runners-up compare."""
+    label, _, times = ranked[0]
+    lines = []
+    where = ", ".join(
+        f"{format_size(s)}: {t:.3f} us ({t / b:.3f}x the lower bound {b:.3f} us)" for s, t, b in zip(sizes, times, bounds)
+    )
+    why = "the fastest" if len(sizes) == 1 else "the best geometric mean relative to the fastest at each size"
+    lines.append(f"auto chose {label}, {why} of {len(ranked)} candidates: {where}")
+    for other, _, other_times in ranked[1:4]:
+        rel = ", ".join(f"{format_size(s)} {o / t:.3f}x" for s, o, t in zip(sizes, other_times, times))
+        lines.append(f"  then {other}: {rel} of the chosen time")
+    return lines
