@@ -43,8 +43,8 @@ from synth.topology import Topology
 WINDOW = 8
 #: Up to this many chunks, the windowed mode scans every held chunk.
 EXACT_CHUNKS = 512
-#: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order): one candidate
-#: matrix of (channels × chunks / 8) bytes per round, used while it stays under this size.
+#: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order, 64 per word): one
+#: candidate matrix of (channels × chunks / 8) bytes per round, used while it stays under this size.
 EXACT_BYTES = 4 << 20
 #: Queued chunks per carrier that its channels look at (farthest from their rank first), for
 #: collectives whose chunks each have one destination (gather, scatter, alltoall).
@@ -55,6 +55,8 @@ OFFER_MIN = 4
 OFFER_ALL_UP_TO = 32_768
 #: A channel offers its share of the room into its destination plus this many chunks per round.
 SHARE_EXTRA = 1
+#: Arrivals a pointer looks ahead at once when skipping what its destination holds.
+ADVANCE_SPAN = 32
 #: Passes over the links when settling one round's proposals (later rounds pick up the rest).
 LINK_PASSES = 6
 #: Proposal rounds per step at most (a step normally settles in a few).
@@ -132,12 +134,32 @@ def _expand(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.n
     return owner, values[lo[owner] + offset]
 
 
-def _first_bits(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of a packed bit matrix: whether any bit is set, and the first one's index."""
-    nonzero = bits != 0
+def _pack_words(bools: np.ndarray) -> np.ndarray:
+    """Rows of booleans as bits (numpy's packbits order: element 0 is the top bit of byte 0), in
+    64-bit words, so that bitwise work touches 64 chunks per operation."""
+    packed = np.packbits(bools, axis=1)
+    pad = (-packed.shape[1]) % 8
+    if pad:
+        packed = np.concatenate([packed, np.zeros((packed.shape[0], pad), dtype=np.uint8)], axis=1)
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def _bit_masks(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(word index, mask) of bit positions ``at`` in `_pack_words` layout."""
+    byte = at >> 3
+    shift = ((byte & 7) * 8 + (7 - (at & 7))).astype(np.uint64)
+    return byte >> 3, np.left_shift(np.uint64(1), shift)
+
+
+def _first_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of a `_pack_words` matrix: whether any bit is set, and the first one's index."""
+    nonzero = words != 0
     has = nonzero.any(axis=1)
     first = nonzero.argmax(axis=1)
-    return has, first * 8 + _FIRST_BIT[bits[np.arange(bits.shape[0]), first]]
+    rows = np.arange(words.shape[0])
+    octets = words[rows, first].view(np.uint8).reshape(-1, 8)  # little-endian: byte 0 first
+    byte = (octets != 0).argmax(axis=1)
+    return has, (first * 8 + byte) * 8 + _FIRST_BIT[octets[rows, byte]]
 
 
 class _Engine:
@@ -212,7 +234,6 @@ class _Engine:
         """Run one step; returns the channels used and the chunk each carried."""
         ch = self.ch
         room = self.cap.copy()
-        self._advance()
         chunk_noise = self.rng.random(self.g)
         channel_noise = self.rng.random(ch.count)
         if self.single:
@@ -222,6 +243,7 @@ class _Engine:
         else:
             alive = self._offered()
             alive = alive[self.lack_count[ch.dst[alive]] > 0]
+            self._advance(alive)
             if self.packed:
                 self._pack(chunk_noise)
             propose = self._propose_packed if self.packed else self._propose_window
@@ -230,7 +252,8 @@ class _Engine:
         for _ in range(MAX_ROUNDS):
             if alive.size == 0:
                 break
-            free = np.minimum.reduceat(room[ch.link_ids], self.path_start)[alive]
+            _, links = _expand(ch.link_ptr, ch.link_ids, alive)
+            free = np.minimum.reduceat(room[links], np.r_[0, np.cumsum(ch.path_length[alive])[:-1]])
             alive, free = alive[free > 0], free[free > 0]
             if alive.size == 0:
                 break
@@ -279,16 +302,15 @@ class _Engine:
             return self.ch.link_ids[chans]
         return _expand(self.ch.link_ptr, self.ch.link_ids, chans)[1]
 
-    def _advance(self) -> None:
-        """Move every channel's oldest-first pointer past the chunks its destination holds."""
+    def _advance(self, chans: np.ndarray) -> None:
+        """Move the oldest-first pointers of ``chans`` past the chunks their destinations hold."""
         if self.packed or self.single:
             return
         ch, g = self.ch, self.g
-        head = np.minimum(self.ptr, g - 1)
-        todo = np.flatnonzero(
-            (self.ptr < self.count[ch.src]) & np.take(self.holds, ch.dst * g + np.take(self.arrivals, ch.src * g + head))
-        )
-        span = np.arange(8)
+        src, dst = ch.src[chans], ch.dst[chans]
+        head = np.minimum(self.ptr[chans], g - 1)
+        todo = chans[(self.ptr[chans] < self.count[src]) & np.take(self.holds, dst * g + np.take(self.arrivals, src * g + head))]
+        span = np.arange(ADVANCE_SPAN)
         while todo.size:
             src, dst = ch.src[todo], ch.dst[todo]
             pos = self.ptr[todo][:, None] + span[None, :]
@@ -310,10 +332,10 @@ class _Engine:
         self.order = np.argsort(-(self.want + chunk_noise), kind="stable")
         self.rank_of = np.empty(self.g, dtype=np.int64)
         self.rank_of[self.order] = np.arange(self.g)
-        self.hold_bits = np.packbits(self.holds[:, self.order], axis=1)
+        self.hold_bits = _pack_words(self.holds[:, self.order])
         self.incoming_bits = np.zeros_like(self.hold_bits)
         if self.num_clusters:
-            self.cluster_bits = np.packbits(self.cluster_hold[:, self.order], axis=1)
+            self.cluster_bits = _pack_words(self.cluster_hold[:, self.order])
 
     def _propose_packed(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
         """Exact choice of up to ``room[i]`` chunks for channel ``chans[i]``: the first ones, in
@@ -338,7 +360,8 @@ class _Engine:
             rows, at = rows[keep], at[keep]
             if rows.size == 0:
                 break
-            cand[rows, at >> 3] &= ~(0x80 >> (at & 7)).astype(np.uint8)
+            word, mask = _bit_masks(at)
+            cand[rows, word] &= ~mask
         parts = [np.concatenate(x) for x in zip(*out)]
         return (*parts, has_any)
 
@@ -453,7 +476,7 @@ class _Engine:
         ch = self.ch
         # every proposal's priority, as one rank: best score first, ties by the channel's draw
         prio = np.empty(props.size, dtype=np.int64)
-        prio[np.lexsort((-channel_noise[props], -score))] = np.arange(props.size)
+        prio[np.argsort(channel_noise[props] * 1e-6 - score.astype(np.float64))] = np.arange(props.size)
         win = np.zeros(props.size, dtype=bool)
         key = chunks if self.single else ch.dst[props] * self.g + chunks  # one copy moves at a time
         order = np.argsort(key * props.size + prio)
@@ -476,7 +499,8 @@ class _Engine:
         pending = np.ones(cand.size, dtype=bool)
         accepted = np.zeros(cand.size, dtype=bool)
         for _ in range(LINK_PASSES):
-            rank = np.arange(s_link.size) - np.searchsorted(s_link, s_link, side="left")
+            first = np.flatnonzero(np.r_[True, s_link[1:] != s_link[:-1]])
+            rank = np.arange(s_link.size) - np.repeat(first, np.diff(np.r_[first, s_link.size]))
             blocked = np.zeros(cand.size, dtype=bool)
             blocked[s_owner[rank >= left[s_link]]] = True
             safe = pending & ~blocked
@@ -510,10 +534,12 @@ class _Engine:
             self.cluster_hold[cl, chunks[owner]] = True
         if self.packed:
             at = self.rank_of[chunks]
-            np.bitwise_or.at(self.incoming_bits, (dst, at >> 3), (0x80 >> (at & 7)).astype(np.uint8))
+            word, mask = _bit_masks(at)
+            np.bitwise_or.at(self.incoming_bits, (dst, word), mask)
             if owner is not None and owner.size:
                 at = at[owner]
-                np.bitwise_or.at(self.cluster_bits, (cl, at >> 3), (0x80 >> (at & 7)).astype(np.uint8))
+                word, mask = _bit_masks(at)
+                np.bitwise_or.at(self.cluster_bits, (cl, word), mask)
 
     def _deliver(self, dst: np.ndarray, chunks: np.ndarray) -> None:
         self.incoming[dst, chunks] = False
@@ -522,7 +548,8 @@ class _Engine:
             self.state[dst, chunks] = 1
         if self.packed:
             at = self.rank_of[chunks]
-            np.bitwise_or.at(self.hold_bits, (dst, at >> 3), (0x80 >> (at & 7)).astype(np.uint8))
+            word, mask = _bit_masks(at)
+            np.bitwise_or.at(self.hold_bits, (dst, word), mask)
         order = np.lexsort((chunks, dst))
         d, c = dst[order], chunks[order]
         rank_in = np.arange(d.size) - np.searchsorted(d, d)

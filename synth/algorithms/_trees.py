@@ -23,8 +23,9 @@ it: a tight cut such as four boxes behind their NICs is entered exactly once by 
 the most room left on its path; (3) starts nearest the root; (4) crosses the fewest links. When a
 channel has room for fewer trees than the class holds, the class splits. Growth is greedy: it is not
 guaranteed to succeed at the optimum (Lovász's exact construction needs a max-flow per arc), so the
-packer tries the next smaller unit or more trees when it gets stuck; every packing it returns is
-valid (every link within its capacity) and its rate is reported against the exact optimum.
+packer tries the next smaller unit or more trees when it gets stuck, and then, only if nothing
+within the tolerance grows, larger rate losses; every packing it returns is valid (every link within
+its capacity) and its rate is reported against the exact optimum.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from synth.topology import Topology
 
 #: bytes per µs in one GB/s
 _BYTES_PER_US = 1e3
+#: when growth fails within the tolerance, the rate losses tried next (a rate is reported)
+FALLBACK_SLACK = (0.05, 0.15, 0.3, 0.5)
 
 
 @dataclass(frozen=True, eq=False)
@@ -313,8 +316,9 @@ def packings(
 ) -> tuple[Packing, ...]:
     """Packings within ``tolerance`` of the optimal rate: first the one with the fewest trees per
     root (most room first), then, with ``variants``, shallower ones (nearest the root first, with
-    as many and twice as many trees) where they succeed. Empty-handed, the breadth-first trees.
-    Cached on the topology."""
+    as many and twice as many trees) where they succeed. When growth fails within the tolerance,
+    the rate losses of `FALLBACK_SLACK` are tried in turn (the packing says what rate it reaches);
+    empty-handed, the breadth-first trees. Cached on the topology."""
     key = ("packings", kind, root, tolerance, max_trees, variants)
     cache = topology.__dict__.setdefault("_packings", {})
     if key in cache:
@@ -327,8 +331,8 @@ def packings(
         classes = grow(channels, np.zeros(0, dtype=np.int64), roots, 1) or []
         found.append(Packing(kind, roots, tuple(classes), 1, 1.0, 1.0, "throughput"))
 
-    def attempt(k: int, shallow_first: bool) -> Packing | None:
-        for unit in candidate_units(topology, optimum, k, tolerance):
+    def attempt(k: int, shallow_first: bool, slack: float) -> Packing | None:
+        for unit in candidate_units(topology, optimum, k, slack):
             units = link_units(topology, unit)
             if not feasible(topology, units, k, roots):
                 continue
@@ -337,17 +341,21 @@ def packings(
                 return Packing(kind, roots, tuple(classes), k, unit, optimum, "throughput")
         return None
 
+    # within tolerance if growth succeeds there; else with more and more slack
     first_k = None
-    for k in range(1, max_trees + 1):
-        if found:
-            break
-        result = attempt(k, False)
-        if result is not None:
-            found.append(result)
-            first_k = k
+    for slack in sorted({tolerance, *FALLBACK_SLACK}):
+        if found or slack < tolerance:
+            continue
+        for k in range(1, max_trees + 1):
+            result = attempt(k, False, slack)
+            if result is not None:
+                found.append(result)
+                first_k = k
+                break
     if variants and first_k is not None:
+        slack = 1 - found[0].rate_gbps / optimum + 1e-12
         for k in sorted({first_k, min(max_trees, 2 * first_k)}):
-            result = attempt(k, True)
+            result = attempt(k, True, max(tolerance, slack))
             if result is not None and result.height < min(p.height for p in found):
                 found.append(result)
     if not found:

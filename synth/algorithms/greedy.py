@@ -121,10 +121,12 @@ def synthesize(
 
     best: tuple[float, int, Schedule, Collective, Plan] | None = None
 
+    compare = choose or seeds > 1
+
     def consider(coll: Collective, plan: Plan) -> bool:
         nonlocal best
         schedule = build(coll, plan)
-        time = sync_time_us(schedule, topology, [measure_at])[0]
+        time = sync_time_us(schedule, topology, [measure_at])[0] if compare else 0.0
         better = best is None or (time, schedule.num_transfers) < (best[0], best[1])
         if better:
             best = (time, schedule.num_transfers, schedule, coll, plan)
