@@ -258,6 +258,7 @@ class _Component:
         self.r = r
         self._dist: dict[int, dict[int, int]] = {}
         self._chain: dict[int, tuple[int, ...]] = {}
+        self._steps: dict[tuple[int, int], list[int]] = {}
 
     def chain(self, start: int) -> tuple[int, ...]:
         """``start`` and the switches after it while each has exactly one switch to go on to."""
@@ -298,15 +299,23 @@ class _Component:
         if exit_ in chain:
             return chain[: chain.index(exit_) + 1]
         base = chain[-1]
-        dist = self.dist_from(base)
         back = [exit_]
         node = exit_
         while node != base:
-            want = dist[node] - 1
-            options = [p for p in self.pred[node] if dist.get(p) == want]
+            options = self._closer(base, node)
             node = options[_mix(a, b, len(back)) % len(options)] if len(options) > 1 else options[0]
             back.append(node)
         return chain[:-1] + tuple(reversed(back))
+
+    def _closer(self, base: int, node: int) -> list[int]:
+        """The switches one hop closer to ``base`` than ``node`` that lead to it (cached)."""
+        key = (base, node)
+        found = self._steps.get(key)
+        if found is None:
+            dist = self.dist_from(base)
+            want = dist[node] - 1
+            found = self._steps[key] = [p for p in self.pred[node] if dist.get(p) == want]
+        return found
 
 
 def _host_stride(topology: Topology, members: list[int]) -> int:
@@ -371,12 +380,16 @@ def _build(topology: Topology, full_pairs: int) -> Channels:
         pairs, full = _partners(topology, senders, receivers, full_pairs)
         complete &= full
         for a, b in pairs:
-            best = None
-            for e in entries[a]:
-                for x in exits[b]:
-                    h = comp.hops(e, x)
-                    if h is not None and (best is None or (h, e, x) < best):
-                        best = (h, e, x)
+            ins, outs = entries[a], exits[b]
+            if len(ins) == 1 and len(outs) == 1:
+                best = (0, ins[0], outs[0]) if comp.hops(ins[0], outs[0]) is not None else None
+            else:
+                best = None
+                for e in ins:
+                    for x in outs:
+                        h = comp.hops(e, x)
+                        if h is not None and (best is None or (h, e, x) < best):
+                            best = (h, e, x)
             if best is None:
                 continue
             src.append(a)
@@ -385,9 +398,17 @@ def _build(topology: Topology, full_pairs: int) -> Channels:
     count = len(src)
     ptr = [0]
     ids: list[int] = []
+    hop_ids: dict[tuple[int, ...], list[int]] = {}  # link ids of a via, shared by the pairs using it
     for a, b, v in zip(src, dst, via):
-        path = (a, *v, b)
-        ids.extend(link_index[(u, w)] for u, w in pairwise(path))
+        if not v:
+            ids.append(link_index[(a, b)])
+        else:
+            inner = hop_ids.get(v)
+            if inner is None:
+                inner = hop_ids[v] = [link_index[(u, w)] for u, w in pairwise(v)]
+            ids.append(link_index[(a, v[0])])
+            ids.extend(inner)
+            ids.append(link_index[(v[-1], b)])
         ptr.append(len(ids))
     link_ptr = np.asarray(ptr, dtype=np.int64)
     link_ids = np.asarray(ids, dtype=np.int64)

@@ -55,8 +55,8 @@ OFFER_MIN = 4
 OFFER_ALL_UP_TO = 32_768
 #: A channel offers its share of the room into its destination plus this many chunks per round.
 SHARE_EXTRA = 1
-#: Arrivals a pointer looks ahead at once when skipping what its destination holds.
-ADVANCE_SPAN = 32
+#: Arrivals a pointer looks ahead at most at once when skipping what its destination holds.
+ADVANCE_SPAN = 64
 #: Passes over the links when settling one round's proposals (later rounds pick up the rest).
 LINK_PASSES = 6
 #: Proposal rounds per step at most (a step normally settles in a few).
@@ -119,7 +119,9 @@ def disseminate(
         chans, chunks = engine.step()
         if chans.size == 0:
             raise RuntimeError(f"greedy made no progress on {topology.name} ({engine.remaining} deliveries left)")
-        builder.add_step_arrays(channels.src[chans], channels.dst[chans], chunks, OP_COPY, route_ids[chans])
+        src, dst = channels.src[chans], channels.dst[chans]
+        order = np.argsort((src * engine.r + dst) * engine.g + chunks)  # the canonical order
+        builder.add_step_arrays(src[order], dst[order], chunks[order], OP_COPY, route_ids[chans[order]])
         if progress is not None:
             progress(total - engine.remaining, total)
     return builder.build()
@@ -307,19 +309,20 @@ class _Engine:
         if self.packed or self.single:
             return
         ch, g = self.ch, self.g
-        src, dst = ch.src[chans], ch.dst[chans]
-        head = np.minimum(self.ptr[chans], g - 1)
+        src, dst = ch.src32[chans], ch.dst32[chans]
+        head = np.minimum(self.ptr[chans], g - 1).astype(np.int32)
         todo = chans[(self.ptr[chans] < self.count[src]) & np.take(self.holds, dst * g + np.take(self.arrivals, src * g + head))]
-        span = np.arange(ADVANCE_SPAN)
+        width = 8  # most pointers move a few places: look a little ahead first, then further
         while todo.size:
-            src, dst = ch.src[todo], ch.dst[todo]
-            pos = self.ptr[todo][:, None] + span[None, :]
+            src, dst = ch.src32[todo], ch.dst32[todo]
+            pos = (self.ptr[todo][:, None] + np.arange(width)[None, :]).astype(np.int32)
             inside = pos < self.count[src][:, None]
             chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1))
             fresh = inside & ~np.take(self.holds, dst[:, None] * g + chunk)
             found = fresh.any(axis=1)
             self.ptr[todo] += np.where(found, fresh.argmax(axis=1), inside.sum(axis=1))
             todo = todo[~found & inside.all(axis=1)]
+            width = min(2 * width, ADVANCE_SPAN)
 
     def _pack(self, chunk_noise: np.ndarray) -> None:
         """Bitsets of who holds what, with the chunks in rarity order (most wanted first, ties in
@@ -461,6 +464,13 @@ class _Engine:
         width = min(int(room.max()), score.shape[1])
         if width == 1:
             order = score.argmax(axis=1)[:, None]
+        elif width == 2:
+            first = score.argmax(axis=1)
+            rows = np.arange(score.shape[0])
+            kept = score[rows, first]
+            score[rows, first] = -np.inf
+            order = np.stack([first, score.argmax(axis=1)], axis=1)
+            score[rows, first] = kept
         else:
             order = np.argsort(-score, axis=1, kind="stable")[:, :width]
         top = np.take_along_axis(score, order, axis=1)

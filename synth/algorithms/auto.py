@@ -11,7 +11,8 @@ topologies (exact solvers), and once ``budget`` seconds are spent, only the clas
 run. The schedule's ``params`` record what was chosen, every candidate's predicted time, the
 lower bound, and why; ``params["explanation"]`` says it in a few lines (the CLI prints them).
 
-Options: ``size`` or ``sizes`` (bytes; default 1 GiB), ``budget`` (seconds, default 120).
+Options: ``size`` or ``sizes`` (bytes; default 1 GiB), ``budget`` (seconds, default 120),
+``progress`` (a callable ``(done, total)`` called after each candidate run; library only).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from synth.topology import Topology
 from synth.units import format_size
 
 METHOD = "auto"
-OPTIONS = ("size", "sizes", "budget")
+OPTIONS = ("size", "sizes", "budget", "progress")
 COLLECTIVES = frozenset(Kind)
 REFERENCE_SIZE = 1 << 30
 #: a self-tuning method is run for at most this many of the sizes asked (smallest, middle, largest)
@@ -73,9 +74,14 @@ def synthesize(
     budget = float(options.get("budget", DEFAULT_BUDGET))
     chunks = options.get("chunks", collective.chunks_per_piece)
     kind, r, root = collective.kind, collective.num_ranks, collective.root
+    progress = options.get("progress")
     started = time.monotonic()
     candidates: list[tuple[str, Schedule, list[float]]] = []
     skipped: dict[str, str] = {}
+    planned = sum(
+        len(_tuning_sizes(sizes)) if "size" in m.options else 1 for n, m in METHODS.items() if n != METHOD and m.serves(kind)
+    )
+    done = 0
     for name, method in METHODS.items():
         if name == METHOD or not method.serves(kind):
             continue
@@ -94,6 +100,10 @@ def synthesize(
             except NotApplicable as exc:
                 skipped[label] = str(exc)
                 continue
+            finally:
+                done += 1
+                if progress is not None:
+                    progress(min(done, planned), planned)
             candidates.append((label, schedule, sync_time_us(schedule, topology, sizes)))
     if not candidates:
         raise NotApplicable(f"no method serves {kind.value} here ({'; '.join(f'{k}: {v}' for k, v in skipped.items())})")

@@ -32,7 +32,8 @@ def _progress_printer(label: str):
             return
         last[0] = now
         share = 100.0 * done / total if total else 100.0
-        click.echo(f"\r{label}: {share:5.1f}% of {total} deliveries".ljust(60), nl=False, err=True)
+        unit = "candidates" if label == "auto" else "deliveries"
+        click.echo(f"\r{label}: {share:5.1f}% of {total} {unit}".ljust(60), nl=False, err=True)
 
     return progress
 
