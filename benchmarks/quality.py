@@ -25,7 +25,7 @@ import time
 from synth import generators as gen
 from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
 from synth.algorithms._timing import sync_time_us
-from synth.algorithms._trees import packings
+from synth.algorithms.packing import packings
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES, BUILTIN_RECIPES, get_topology
 from synth.collective import ROOTED, Kind
@@ -100,9 +100,9 @@ def part_packing() -> None:
         for kind in (Kind.ALLGATHER, Kind.REDUCE_SCATTER, Kind.ALLREDUCE):
             start = clock()
             if kind is Kind.ALLREDUCE:
-                trees = [packings(topo, Kind.ALLGATHER)[0], packings(topo.reversed(), Kind.ALLGATHER)[0]]
+                trees = [packings(topo.reversed(), Kind.ALLGATHER, None)[0], packings(topo, Kind.ALLGATHER, None)[0]]
             else:
-                trees = [packings(topo if kind is Kind.ALLGATHER else topo.reversed(), Kind.ALLGATHER)[0]]
+                trees = [packings(topo if kind is Kind.ALLGATHER else topo.reversed(), Kind.ALLGATHER, None)[0]]
             trees_s, _ = since(start)
             schedule = synthesize(topo, kind, "packing", options={"size": GIB})
             synth_s, _ = since(start)

@@ -252,12 +252,9 @@ def grow(
         entered[i][hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
         path = ids[ptr[c] : ptr[c + 1]]
         room[path] -= amount
-        touched = np.unique(np.concatenate([link_channels[link_ptr[x] : link_ptr[x + 1]] for x in path.tolist()]))
-        lo, hi = ptr[touched], ptr[touched + 1]
-        lens = hi - lo
-        owner = np.repeat(np.arange(touched.size), lens)
-        offset = np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens, lens)
-        pathmin[touched] = np.minimum.reduceat(room[ids[lo[owner] + offset]], np.r_[0, np.cumsum(lens)[:-1]])
+        for x in path.tolist():  # room only shrinks: a channel's narrowest is at most this link's
+            users = link_channels[link_ptr[x] : link_ptr[x + 1]]
+            pathmin[users] = np.minimum(pathmin[users], room[x])
         if size + 1 < r:
             heapq.heappush(heap, (size + 1, i))
     return [TreeClass(root_of[i], mult[i], parent[i], depth[i]) for i in range(len(mult))]

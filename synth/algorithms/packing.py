@@ -25,8 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from synth.algorithms._channels import channels_for
-from synth.algorithms._pipeline import tree_schedule
+from synth.algorithms._pipeline import chunk_shares, tree_schedule
 from synth.algorithms._timing import sync_time_us
 from synth.algorithms._trees import Packing, shallow
 from synth.algorithms._trees import packings as tree_packings
@@ -40,6 +42,8 @@ from synth.transform import concat, dual_reduction
 METHOD = "packing"
 OPTIONS = ("size",)
 REFERENCE_SIZE = 1 << 30
+#: (trees, chunk count) pairs built and timed exactly, the best estimated ones
+EXACT_CANDIDATES = 4
 #: chunk counts are not tried beyond schedules of this many transfers
 TRANSFER_BUDGET = 3_000_000
 COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.REDUCE, Kind.ALLREDUCE})
@@ -75,28 +79,65 @@ def _params(packing: Packing, size: int | None, collective: Collective) -> dict:
     return params
 
 
+def estimate_us(topology: Topology, channels, packing: Packing, kind: Kind, chunks: int, size: int) -> float:
+    """A quick upper estimate of the pipelined schedule's time: every step as long as a full one
+    (each tree carrying a chunk on every arc), times the number of steps."""
+    loads = _loads(topology, channels, packing)
+    r = topology.num_ranks
+    chunk_bytes = size / (r * chunks) if kind is Kind.ALLGATHER else size / chunks
+    per_step = loads["alpha"] + chunk_bytes * loads["us_per_byte"]
+    steps = max(
+        -(-count // packing.classes[index].multiplicity) + packing.classes[index].height - 1
+        for root in packing.roots
+        for index, count in chunk_shares(packing, root, chunks)
+        if count
+    )
+    return steps * per_step
+
+
+def _loads(topology: Topology, channels, packing: Packing) -> dict:
+    """The busiest link's µs per chunk byte when every tree carries a chunk on every arc, and the
+    largest latency of a channel the trees use (cached on the packing object)."""
+    cached = packing.__dict__.get("_loads")
+    if cached is None:
+        load = np.zeros(len(topology.links))
+        alpha = 0.0
+        for cls in packing.classes:
+            arcs = cls.parent[cls.parent >= 0]
+            if arcs.size:
+                _, links = _links(channels, arcs)
+                np.add.at(load, links, cls.multiplicity)
+                alpha = max(alpha, float(channels.alpha[arcs].max()))
+        us_per_byte = float((load / (topology.bandwidth_array * 1e3)).max()) if load.size else 0.0
+        cached = packing.__dict__["_loads"] = {"alpha": alpha, "us_per_byte": us_per_byte}
+    return cached
+
+
+def _links(channels, chans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lo = channels.link_ptr[chans]
+    lens = channels.link_ptr[chans + 1] - lo
+    owner = np.repeat(np.arange(chans.size), lens)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    return owner, channels.link_ids[lo[owner] + offset]
+
+
 def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks: int | None, size: int) -> Schedule:
-    """The fastest pipelined schedule at ``size`` over the candidate trees (``chunks`` fixed, or
-    tried from `chunk_counts`)."""
+    """The fastest pipelined schedule at ``size`` over the candidate trees: every (trees, chunk
+    count) pair is estimated (`estimate_us`), and the few best are built and timed exactly."""
     channels = channels_for(topology)
     r = topology.num_ranks
-    best: tuple[float, int, Schedule] | None = None
+    options = []
     for packing in packings(topology, kind, root):
         counts = [chunks] if chunks is not None else chunk_counts(packing, kind, r)
-        own = float("inf")  # this packing's best so far: stop once more chunks stop helping it
-        misses = 0
-        for count in counts:
-            collective = Collective(kind, r, count, root)
-            schedule = tree_schedule(topology, channels, packing, collective, METHOD, _params(packing, size, collective))
-            time = sync_time_us(schedule, topology, [size])[0]
-            if best is None or (time, schedule.num_transfers) < best[:2]:
-                best = (time, schedule.num_transfers, schedule)
-            if time < own:
-                own, misses = time, 0
-            else:
-                misses += 1
-                if misses == 2:
-                    break
+        options += [(estimate_us(topology, channels, packing, kind, c, size), i, packing, c) for i, c in enumerate(counts)]
+    options.sort(key=lambda o: (o[0], o[1]))
+    best: tuple[float, int, Schedule] | None = None
+    for _, _, packing, count in options[:EXACT_CANDIDATES]:
+        collective = Collective(kind, r, count, root)
+        schedule = tree_schedule(topology, channels, packing, collective, METHOD, _params(packing, size, collective))
+        time = sync_time_us(schedule, topology, [size])[0]
+        if best is None or (time, schedule.num_transfers) < best[:2]:
+            best = (time, schedule.num_transfers, schedule)
     assert best is not None
     return best[2]
 
