@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-all lint generated topologies clean
+.PHONY: setup demo test test-all lint bench generated topologies images clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## The main job: synthesize an allreduce for a DGX-1 and verify it.
+## The main job: synthesize an allreduce for a DGX-1, verify it, predict its time, compare every method with the bound.
 demo: $(STAMP)
 	$(BIN)/synth topo show dgx1
 	$(BIN)/synth synthesize dgx1 --collective allreduce --method ring -o out/dgx1-allreduce-ring.json
 	$(BIN)/synth verify out/dgx1-allreduce-ring.json --topology dgx1
+	$(BIN)/synth simulate out/dgx1-allreduce-ring.json --size 1KiB,1MiB,1GiB
+	$(BIN)/synth compare dgx1 --collective allreduce --sizes 1KiB,1GiB
 
 ## The test suite (slow cases excluded; see test-all).
 test: $(STAMP)
@@ -32,12 +34,25 @@ lint: $(STAMP)
 	$(BIN)/ruff check synth tests benchmarks
 	$(BIN)/ruff format --check synth tests benchmarks
 
+## The standard benchmark suite: every built-in x collective x size x method against the bound.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/suite.py --readme
+
 ## Rebuild generated/ and the built-in topology files from their recipes.
 generated: $(STAMP)
 	$(BIN)/synth regenerate
 
 topologies: $(STAMP)
 	$(BIN)/synth topo write-builtins
+
+## The pictures of README.md and docs/plots.md (docs/images/), made by the commands they name.
+images: $(STAMP)
+	$(BIN)/synth plot topo dgx1 -o docs/images/dgx1-topology.png
+	$(BIN)/synth plot compare dgx1 --collective allreduce -o docs/images/dgx1-allreduce-curves.png -q
+	$(BIN)/synth plot schedule generated/dgx1/allreduce-ring.json --size 1GiB -o docs/images/dgx1-allreduce-ring-timeline.png
+	$(BIN)/synth plot schedule generated/dgx1/allreduce-multiring.json --size 1GiB -o docs/images/dgx1-allreduce-multiring-timeline.png
+	$(BIN)/synth plot topo fattree-4rack -o docs/images/fattree-4rack-topology.png
+	$(BIN)/synth plot topo dgx-a100x2 -o docs/images/dgx-a100x2-topology.png
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -43,7 +43,7 @@ SIZE = 1 << 30
 def run_case(key: str) -> dict:
     from synth import generators as gen
     from synth.algorithms import synthesize
-    from synth.algorithms._timing import sync_time_us
+    from synth.algorithms._common import predicted_us
 
     name, what, make = CASES[key]
     t0 = time.perf_counter()
@@ -58,7 +58,7 @@ def run_case(key: str) -> dict:
     r = topology.num_ranks
     ingress = min(topology.rank_ingress(v) for v in range(r))
     bound = (r - 1) / r * SIZE / (ingress * 1e3)
-    ratio = sync_time_us(schedule, topology, [SIZE])[0] / bound
+    ratio = predicted_us(schedule, topology, [SIZE])[0] / bound
     return {
         "case": name,
         "what": what,

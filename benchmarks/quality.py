@@ -24,7 +24,7 @@ import time
 
 from synth import generators as gen
 from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
-from synth.algorithms._timing import sync_time_us
+from synth.algorithms._common import predicted_us
 from synth.algorithms.packing import packings
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES, BUILTIN_RECIPES, get_topology
@@ -65,8 +65,8 @@ def part_greedy() -> None:
         start = clock()
         tuned = synthesize(topo, "allgather", "greedy", options={"size": GIB, "seeds": 4})
         wall, _ = since(start)
-        r1 = sync_time_us(one, topo, [GIB])[0] / ingress
-        rt = sync_time_us(tuned, topo, [GIB])[0] / ingress
+        r1 = predicted_us(one, topo, [GIB])[0] / ingress
+        rt = predicted_us(tuned, topo, [GIB])[0] / ingress
         tacos = TACOS[name]
         print(
             f"{name:12s} {topo.num_ranks:5d} {r1:8.3f} {rt:8.3f} {tuned.collective.chunks_per_piece:12d}"
@@ -108,7 +108,7 @@ def part_packing() -> None:
             synth_s, _ = since(start)
             rate = min(p.rate_gbps / p.optimum_gbps for p in trees)
             worst = min(worst, rate)
-            ratio = sync_time_us(schedule, topo, [GIB])[0] / bound_model(topo, kind).time_us(GIB)
+            ratio = predicted_us(schedule, topo, [GIB])[0] / bound_model(topo, kind).time_us(GIB)
             k = "/".join(str(p.trees_per_root) for p in trees)
             distinct = "/".join(str(len(p.classes)) for p in trees)
             height = "/".join(str(p.height) for p in trees)
@@ -133,7 +133,7 @@ def best_classic(topo, kind, root, size) -> tuple[str, float]:
             schedule = synthesize(topo, kind, name, root=root)
         except NotApplicable:
             continue
-        t = sync_time_us(schedule, topo, [size])[0]
+        t = predicted_us(schedule, topo, [size])[0]
         if t < best[1]:
             best = (name, t)
     return best
@@ -157,7 +157,7 @@ def part_auto(names: list[str]) -> None:
                 start = clock()
                 schedule = synthesize(topo, kind, "auto", root=root, options={"size": size})
                 wall, _ = since(start)
-                t = sync_time_us(schedule, topo, [size])[0]
+                t = predicted_us(schedule, topo, [size])[0]
                 classic, tc = best_classic(topo, kind, root, size)
                 ratios.append(t / bound)
                 worst = max(worst, t / tc)

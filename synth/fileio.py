@@ -6,6 +6,7 @@ leaves a half-written file; a path that is one of the command's inputs is never 
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Iterable
@@ -14,9 +15,24 @@ from pathlib import Path
 from synth.errors import InputError
 
 
+@functools.cache
+def _default_mode() -> int:
+    """0666 less the process's umask: the mode ``open(path, "w")`` would give a new file (read
+    once: reading the umask means setting it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Path] = ()) -> Path:
-    """Write ``text`` to ``path`` atomically. Raises `InputError` if ``path`` is one of ``protect``
-    (the command's own inputs) or its folder cannot be created."""
+    """Write ``text`` to ``path`` atomically (UTF-8, newlines as given). Raises `InputError` if
+    ``path`` is one of ``protect`` (the command's own inputs) or its folder cannot be created."""
+    return write_bytes_atomic(path, text.encode("utf-8"), protect=protect)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str | Path] = ()) -> Path:
+    """Write ``data`` to ``path`` atomically (images and other binary outputs); the same checks as
+    `write_text_atomic`."""
     path = Path(path)
     target = path.resolve()
     for other in protect:
@@ -28,8 +44,10 @@ def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Pa
         raise InputError(str(path), "output", str(path), f"cannot create folder ({exc.strerror})") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        # mkstemp makes the file private (0600); give it the mode an ordinary write would have
+        os.fchmod(fd, _default_mode())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):

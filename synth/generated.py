@@ -1,5 +1,5 @@
-"""The ``generated/`` folder: every classic method's schedule for every collective it serves, on
-every built-in topology, verified, written deterministically, with an index. One command
+"""The ``generated/`` folder: every classic and NCCL-style method's schedule for every collective it
+serves, on every built-in topology, verified, written deterministically, with an index. One command
 (``synth regenerate``) rebuilds it byte for byte; ``--check`` compares instead of writing.
 """
 
@@ -9,13 +9,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
+from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.builtin import BUILTIN_NAMES, builtin_path
 from synth.collective import ALL_KINDS, Kind
 from synth.errors import NotApplicable
 from synth.routing import router_for
 from synth.schedule import schedule_to_json
 from synth.topology import load_topology
+
+#: Schedules with more transfers than this are listed in the index but not written: the
+#: multi-channel rings on the 128-rank fat-tree (8 channels, so 8x a ring's transfers: 130k-260k,
+#: 10-21 MB each) would otherwise double the folder.
+MAX_TRANSFERS = 100_000
 
 
 def schedule_filename(kind: Kind, method: str, root: int | None = None, chunks: int | None = None) -> str:
@@ -41,7 +46,7 @@ class Entry:
 
 def entries(
     topologies: tuple[str, ...] = BUILTIN_NAMES,
-    methods: tuple[str, ...] = CLASSIC_METHODS,
+    methods: tuple[str, ...] = CLASSIC_METHODS + NCCL_METHODS,
 ) -> Iterator[tuple[Entry, str | None]]:
     """(index entry, file text) for every built-in × collective × method; text None when the
     method does not apply (the entry says why)."""
@@ -57,16 +62,32 @@ def entries(
                 except NotApplicable as exc:
                     yield Entry(topo_name, kind, method, None, note=str(exc)), None
                     continue
+                if schedule.num_transfers > MAX_TRANSFERS:
+                    note = (
+                        f"not written ({schedule.num_transfers:,} transfers, above the {MAX_TRANSFERS:,} budget of generated/): "
+                        f"`synth synthesize {topo_name} -c {kind.value} -m {method} -o FILE` makes it"
+                    )
+                    yield Entry(topo_name, kind, method, None, schedule.num_steps, schedule.num_transfers, note), None
+                    continue
                 rel = f"{topo_name}/{schedule_filename(kind, method)}"
                 yield Entry(topo_name, kind, method, rel, schedule.num_steps, schedule.num_transfers), schedule_to_json(schedule)
+
+
+def entry_count(
+    topologies: tuple[str, ...] = BUILTIN_NAMES,
+    methods: tuple[str, ...] = CLASSIC_METHODS + NCCL_METHODS,
+) -> int:
+    """How many entries `entries` yields (for a progress bar), without synthesizing anything."""
+    return len(topologies) * sum(1 for kind in ALL_KINDS for method in methods if METHODS[method].serves(kind))
 
 
 def index_text(rows: list[Entry]) -> str:
     lines = [
         "# Generated schedules",
         "",
-        "Every classic method's schedule for every collective it serves, on every built-in topology",
-        "(rooted collectives with root 0, default chunks per piece), each verified before it was written.",
+        "Every classic and NCCL-style method's schedule for every collective it serves, on every built-in",
+        "topology (rooted collectives with root 0, default chunks per piece), each verified before it was",
+        "written.",
         "Regenerate byte for byte with `synth regenerate` (or `make generated`); check with",
         "`synth regenerate --check`.",
         "",
@@ -74,7 +95,9 @@ def index_text(rows: list[Entry]) -> str:
         "|---|---|---|---:|---:|---|",
     ]
     for e in rows:
-        if e.relpath is None:
+        if e.relpath is None and e.transfers:
+            lines.append(f"| {e.topology} | {e.kind.value} | {e.method} | {e.steps} | {e.transfers} | {e.note} |")
+        elif e.relpath is None:
             lines.append(f"| {e.topology} | {e.kind.value} | {e.method} | - | - | not applicable: {e.note} |")
         else:
             lines.append(

@@ -55,3 +55,41 @@ def write_json(path: Path, doc) -> Path:
 
 
 __all__ = ["BUILTIN_NAMES", "REPO", "SMALL_TOPOLOGIES", "write_json"]
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: flags headless Chromium needs on this closed network (else it stalls on background fetches)
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium, installed quietly with apt-get when missing. A test that needs it fails
+    (it is not skipped) when it cannot be installed."""
+    import shutil
+    import subprocess
+
+    if not CHROMIUM.exists():
+        apt = shutil.which("apt-get")
+        if apt is None:
+            pytest.fail("headless Chromium is needed (/usr/bin/chromium) and apt-get is not available to install it")
+        env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+        install = [apt, "install", "-y", "-qq", "--no-install-recommends", "chromium"]
+        done = subprocess.run(install, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            subprocess.run([apt, "update", "-qq"], capture_output=True, text=True, env=env)
+            done = subprocess.run(install, capture_output=True, text=True, env=env)
+        if done.returncode != 0 or not CHROMIUM.exists():
+            why = done.stderr.strip()[-500:]
+            pytest.fail(f"could not install Debian's chromium with apt-get (exit {done.returncode}): {why}")
+    return CHROMIUM

@@ -103,3 +103,10 @@ def test_1024_rank_ring_allreduce_verifies():
     topo = gen.nvswitch(1024, 300.0)
     schedule = synthesize(topo, "allreduce", "ring")
     assert schedule.num_steps == 2 * 1023 and schedule.num_transfers == 2 * 1023 * 1024
+
+
+def test_make_collective_accepts_kind_names(dgx1):
+    from synth.algorithms import make_collective
+
+    assert make_collective(dgx1, "allreduce", "ring").chunks_per_piece == 8
+    assert make_collective(dgx1, Kind.ALLREDUCE, "ring").chunks_per_piece == 8

@@ -5,14 +5,21 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
-from synth.algorithms._timing import sync_time_us
+from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
+from synth.algorithms._common import predicted_us
 from synth.cli import main
 from synth.collective import ROOTED, Kind
 from synth.errors import NotApplicable
 from synth.verify import verify
 
 from .reference import numeric_replay
+
+
+@pytest.fixture(autouse=True)
+def no_ilp_unless_asked(request, monkeypatch):
+    """The ILP gets 10 s per size in auto; only the test about it lets it run."""
+    if "ilp" not in request.node.name:
+        monkeypatch.setattr("synth.algorithms.auto.EXACT", {"ilp": (0, 10.0)})
 
 
 def classic_times(topo, kind, size, root=None):
@@ -24,7 +31,7 @@ def classic_times(topo, kind, size, root=None):
             schedule = synthesize(topo, kind, name, root=root)
         except NotApplicable:
             continue
-        out[name] = sync_time_us(schedule, topo, [size])[0]
+        out[name] = predicted_us(schedule, topo, [size])[0]
     return out
 
 
@@ -36,7 +43,7 @@ def test_every_collective_never_worse_than_a_classic(small_topologies, kind):
         schedule = synthesize(topo, kind, "auto", root=root, options={"size": size})
         assert verify(schedule, topo).ok
         assert numeric_replay(schedule)
-        chosen = sync_time_us(schedule, topo, [size])[0]
+        chosen = predicted_us(schedule, topo, [size])[0]
         assert chosen == pytest.approx(schedule.params["predicted_us"][schedule.params["chosen"]][0], abs=1e-3)
         assert all(chosen <= t * (1 + 1e-9) for t in classic_times(topo, kind, size, root).values())
         assert chosen == pytest.approx(min(ts[0] for ts in schedule.params["predicted_us"].values()), abs=1e-3)
@@ -64,10 +71,17 @@ def test_a_range_of_sizes(dgx1):
     assert {"greedy@1KiB", "greedy@1MiB", "greedy@1GiB"} <= set(params["predicted_us"])
 
 
-def test_budget_keeps_only_the_classics(dgx1):
+def test_budget_keeps_only_the_baselines(dgx1):
     schedule = synthesize(dgx1, "allgather", "auto", options={"budget": 0.0})
-    assert all(label.split("@")[0] in CLASSIC_METHODS for label in schedule.params["predicted_us"])
+    assert all(label.split("@")[0] in CLASSIC_METHODS + NCCL_METHODS for label in schedule.params["predicted_us"])
     assert "time budget" in schedule.params["skipped"]["greedy"]
+
+
+def test_the_ilp_runs_on_small_machines_only(builtin):
+    small = synthesize(builtin("dgx1"), "broadcast", "auto", root=0, options={"size": 1 << 10})
+    assert any(label.startswith("ilp") for label in small.params["predicted_us"])
+    large = synthesize(builtin("dgx2"), "broadcast", "auto", root=0, options={"size": 1 << 10})
+    assert "exact solver" in large.params["skipped"]["ilp"]
 
 
 def test_option_errors(dgx1):

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from synth import generators as gen
 from synth.algorithms import METHODS, synthesize
-from synth.algorithms._channels import channels_for
-from synth.algorithms._timing import sync_time_us
+from synth.algorithms._common import predicted_us
+from synth.algorithms._rankpaths import channels_for
 from synth.algorithms._trees import link_units, optimal_rate, packings
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
@@ -150,8 +150,8 @@ def test_size_picks_shallow_trees_for_small_messages(builtin):
     large = synthesize(topo, "broadcast", "packing", root=0, options={"size": 1 << 30})
     assert small.num_steps < 4 < large.num_steps
     model = bound_model(topo, "broadcast", 0)
-    assert sync_time_us(large, topo, [1 << 30])[0] <= 1.05 * model.time_us(1 << 30)
-    assert sync_time_us(small, topo, [1 << 10])[0] < sync_time_us(large, topo, [1 << 10])[0]
+    assert predicted_us(large, topo, [1 << 30])[0] <= 1.05 * model.time_us(1 << 30)
+    assert predicted_us(small, topo, [1 << 10])[0] < predicted_us(large, topo, [1 << 10])[0]
 
 
 def test_deterministic(builtin):

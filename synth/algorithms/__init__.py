@@ -1,15 +1,14 @@
 """Synthesizers, one per module, and the registry that the CLI and library calls go through.
 
 Every method is a function ``synthesize(topology, collective, router=None) -> Schedule`` in its own
-module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case.
+module, raising `synth.errors.NotApplicable` with the reason when it cannot serve a case. A method
+may accept keyword options (``Method.options`` names them, e.g. the ILP's steps and time limit).
 `synthesize` here looks the method up, picks the default chunk count, and verifies the result before
 returning it: no schedule leaves this function unverified.
 
-Methods with options (`Method.options` names them, e.g. ``seed`` or ``size``) are called as
-``build(topology, collective, router, options)``: ``options`` holds what the caller gave, plus
-``"chunks"``, the caller's chunks per piece or None when the caller left it to the method. A method
-with ``chooses_chunks`` may then return a schedule with another chunk count than ``collective``'s
-default (for instance the best one for ``options["size"]``).
+A method with ``chooses_chunks`` (greedy, packing, auto) also gets ``requested_chunks``: the
+caller's chunks per piece, or None when the caller left it to the method, which may then return a
+schedule with another chunk count than ``collective``'s default (the best one for its ``size``).
 """
 
 from __future__ import annotations
@@ -18,7 +17,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from synth.algorithms import auto, binomial, direct, greedy, packing, recursive_doubling, recursive_halving, ring
+from synth import ilp
+from synth.algorithms import (
+    auto,
+    binomial,
+    direct,
+    double_binary_tree,
+    greedy,
+    hierarchical,
+    multiring,
+    packing,
+    recursive_doubling,
+    recursive_halving,
+    ring,
+)
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
@@ -36,12 +48,14 @@ class Method:
     collectives: frozenset[Kind]
     build: Callable[..., Schedule]
     default_chunks: Callable[[Kind, int], int]
-    #: option names the method accepts (its ``build`` then takes a fourth argument, ``options``)
-    options: tuple[str, ...] = ()
-    #: with no chunk count from the caller, the method may choose one (e.g. for ``options["size"]``)
+    #: for methods whose natural chunk count depends on the machine (e.g. one chunk per ring
+    #: channel); when set it is used instead of ``default_chunks``
+    topology_chunks: Callable[[Kind, Topology], int] | None = None
+    #: Keyword options ``build`` accepts beyond (topology, collective, router).
+    options: frozenset[str] = frozenset()
+    #: with no chunk count from the caller, the method may choose one (e.g. for its ``size``
+    #: option): its ``build`` also gets ``requested_chunks``, the caller's chunks per piece or None
     chooses_chunks: bool = False
-    #: ``auto`` skips the method on topologies with more ranks than this (exact solvers)
-    auto_max_ranks: int | None = None
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives
@@ -91,6 +105,37 @@ METHODS: dict[str, Method] = {
         recursive_halving.synthesize,
         _ranks_for_allreduce,
     ),
+    "multiring": Method(
+        "multiring",
+        "NCCL's multi-channel rings: several rings over disjoint link capacity, each a share of the data",
+        multiring.COLLECTIVES,
+        multiring.synthesize,
+        _one,
+        multiring.default_chunks,
+    ),
+    "double-binary-tree": Method(
+        "double-binary-tree",
+        "NCCL's double binary tree allreduce: two complementary trees, half the data each, pipelined",
+        double_binary_tree.COLLECTIVES,
+        double_binary_tree.synthesize,
+        _one,
+        double_binary_tree.default_chunks,
+    ),
+    "hierarchical": Method(
+        "hierarchical",
+        "multi-host allreduce: reduce-scatter in hosts, allreduce across hosts, allgather in hosts",
+        hierarchical.COLLECTIVES,
+        hierarchical.synthesize,
+        _ranks_for_allreduce,
+    ),
+    "ilp": Method(
+        "ilp",
+        "exact ILP (HiGHS/CBC): optimal time, rounds or steps for given steps and chunks (synth ilp for options)",
+        ilp.COLLECTIVES,
+        ilp.synthesize,
+        _ranks_for_allreduce,
+        options=ilp.OPTION_NAMES,
+    ),
     "greedy": Method(
         "greedy",
         "event-driven link-chunk matching over the real links, rarest chunk first (scales to thousands of ranks)",
@@ -121,6 +166,8 @@ METHODS: dict[str, Method] = {
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
+#: NCCL's own algorithms, rebuilt as verified schedules (docs/baselines.md)
+NCCL_METHODS: tuple[str, ...] = ("multiring", "double-binary-tree", "hierarchical")
 
 
 def get_method(name: str) -> Method:
@@ -135,11 +182,17 @@ def methods_for(kind: Kind) -> list[str]:
 
 
 def make_collective(
-    topology: Topology, kind: Kind, method: str, root: int | None = None, chunks: int | None = None
+    topology: Topology, kind: Kind | str, method: str, root: int | None = None, chunks: int | None = None
 ) -> Collective:
     """The collective a method will be asked for: default chunks per piece and root filled in."""
+    kind = Kind(kind)
     m = get_method(method)
-    k = chunks if chunks is not None else m.default_chunks(kind, topology.num_ranks)
+    if chunks is not None:
+        k = chunks
+    elif m.topology_chunks is not None:
+        k = m.topology_chunks(kind, topology)
+    else:
+        k = m.default_chunks(kind, topology.num_ranks)
     return Collective(kind, topology.num_ranks, k, root)
 
 
@@ -157,10 +210,10 @@ def synthesize(
     """Synthesize and verify a schedule of ``kind`` on ``topology`` with ``method``.
 
     ``chunks`` is k, the chunks per piece (default: what the method needs, e.g. R for a ring
-    allreduce, or what it chooses). ``options`` are the method's own (see `Method.options`; an
-    option the method does not take is refused). Raises `NotApplicable` if the method cannot serve
-    the case, and `synth.verify.VerificationError` if the result fails the verifier (a bug, never
-    silent).
+    allreduce, or what a method with ``chooses_chunks`` picks). ``options`` are the method's own
+    keyword options (`Method.options`). Raises `NotApplicable` if the method cannot serve the case or
+    does not know an option, and `synth.verify.VerificationError` if the result fails the verifier (a
+    bug, never silent).
     """
     kind = Kind(kind)
     m = get_method(method)
@@ -168,16 +221,15 @@ def synthesize(
         raise NotApplicable(
             f"method {method} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in m.collectives))})"
         )
-    given = dict(options or {})
-    unknown = sorted(set(given) - set(m.options))
+    unknown = sorted(set(options or {}) - m.options)
     if unknown:
-        takes = f"it takes {', '.join(m.options)}" if m.options else "it takes none"
-        raise NotApplicable(f"method {method} has no option {unknown[0]!r} ({takes})")
+        takes = ", ".join(sorted(m.options)) or "none"
+        raise NotApplicable(f"method {method} takes no option(s) {', '.join(unknown)} (it takes: {takes})")
     collective = make_collective(topology, kind, method, root, chunks)
-    if m.options:
-        schedule = m.build(topology, collective, router, {**given, "chunks": chunks})
-    else:
-        schedule = m.build(topology, collective, router)
+    kwargs = dict(options or {})
+    if m.chooses_chunks:
+        kwargs["requested_chunks"] = chunks
+    schedule = m.build(topology, collective, router, **kwargs)
     produced = schedule.collective
     if produced.kind is not kind or produced.root != collective.root or produced.num_ranks != collective.num_ranks:
         raise RuntimeError(f"method {method} returned {produced.describe()} for {collective.describe()}")

@@ -1,454 +1,404 @@
-"""Channels: the rank-to-rank paths a scalable synthesizer may put a transfer on, with their links.
+"""Ring channels: several rings over all ranks that share the machine's links, as NCCL builds them.
 
-A transfer goes from a rank to a rank over a direct link or through switches only (a switch holds
-nothing). The greedy and packing synthesizers think in *channels*: one channel per direct link
-between ranks, and, for every group of switches joined to each other (a *switch component*: one
-NVSwitch, or a whole network of NICs, top-of-rack and spine switches), channels between the ranks
-attached to it, each along a fixed switch path. A channel knows the physical links it crosses, so
-synthesizers can respect every link's bandwidth (several channels share a rank's link to a switch,
-or an oversubscribed uplink) and the schedule's ``via`` comes from the path.
+NCCL runs a collective on several *channels* at once, each a ring (a cyclic order of all ranks)
+carrying its own share of the data. On a DGX-1 it finds rings over NVLinks that together use every
+NVLink; on an NVSwitch box any order works and the channels share the switch links; across hosts it
+builds *rail-aligned* rings: each host contributes a chain of its GPUs, entered from the network at
+one GPU and left at another, so different channels use different NICs.
 
-Paths are the fewest switch hops inside the component; among equally short ones the choice is spread
-over (source, destination) pairs by a deterministic hash, as ECMP does, so a fat-tree's traffic
-uses every spine. Finding them is cheap even for thousands of ranks: a switch whose only way on is
-one other switch (a NIC in front of its top-of-rack switch) is walked through, and breadth-first
-searches start only from the switches where such walks end.
+`ring_channels` computes such a set for a topology. Its yardstick is the one that matters when every
+channel carries the same amount of data: if a channel's hop a → b loads every link of its route with
+one unit, the channels together sustain ``channels × min over links (bandwidth / load)`` GB/s. Among
+the sets it tries it keeps the one with the highest total, and the fewest channels on ties (more
+channels on the same bandwidth only cut the data into smaller chunks).
 
-Small components give a channel for every ordered pair of attached ranks. A component with more
-pairs than ``full_pairs`` (a 4096-GPU fat-tree's network has 16.8 million) gives each rank a few
-partners instead: the ranks 1, 2, 4, … hosts further on and back in rank order, at the same
-position in their host (a rail; without hosts, 1, 2, 4, … ranks on), so every rank is a few
-channels from every other. `channels_for`
-checks that the channels join every rank to every other.
+- One host (or hosts of unequal size): NCCL's search, simplified. For a per-channel speed s (each
+  distinct route bandwidth divided by 1…4), rings are packed greedily: a ring may use a hop only if
+  every link of its route still has s GB/s left, and each ring found takes s from them. The
+  Hamiltonian-cycle search (`synth.routing`) tries the widest remaining hops first. On a DGX-1 this
+  finds the six rings over single NVLinks (150 GB/s, every NVLink used once in each direction).
+- Several hosts of equal size: every channel is a chain of local ranks, the same in every host,
+  visited host after host; the hop from the last GPU of the chain in one host to the first GPU in
+  the next host crosses the network. Candidate chains are the host's own rings cut open at any hop
+  and, where every pair of local ranks has a switch-only route (NVSwitch, PCIe), any (entry, exit)
+  pair; channels are added greedily, each time the candidate whose loads leave the smallest
+  bottleneck (then the most even spread), as long as the total grows.
+
+Searches stop at `MAX_CHANNELS` channels, and rank counts above `PACK_LIMIT` on one host fall back to
+one ring (`synth.routing.ring_order`).
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
+import itertools
 from dataclasses import dataclass
-from functools import cached_property
-from itertools import pairwise
 
 import numpy as np
 
-from synth.routing import _mix
+from synth.routing import Router, _hamiltonian_cycle, ring_order, router_for
+from synth.schedule import Schedule, ScheduleBuilder
 from synth.topology import Topology
 
-#: A switch component with at most this many (sender, receiver) rank pairs gets every pair.
-FULL_PAIRS = 20_000
+MAX_CHANNELS = 8
+PACK_LIMIT = 64
+_SPEED_DIVISORS = (1, 2, 3, 4)
+_PACK_BUDGET = 20_000
+_EPS = 1e-9
 
 
-@dataclass(frozen=True, eq=False)
-class Channels:
-    """Rank-to-rank channels of a topology: channel i goes from ``src[i]`` to ``dst[i]`` through the
-    switches ``via[i]`` (node ids; empty for a direct link) and crosses the link ids
-    ``link_ids[link_ptr[i]:link_ptr[i + 1]]``. ``alpha`` is the path's total latency (µs) and
-    ``bottleneck`` its narrowest bandwidth (GB/s). ``complete`` is False when some large switch
-    component got partners rather than every pair."""
+@dataclass(frozen=True)
+class RingChannels:
+    """Rings (cyclic orders of all ranks), one per channel, and what they sustain together."""
 
-    topology: Topology
-    src: np.ndarray
-    dst: np.ndarray
-    via: tuple[tuple[int, ...], ...]
-    link_ptr: np.ndarray
-    link_ids: np.ndarray
-    alpha: np.ndarray
-    bottleneck: np.ndarray
-    complete: bool
+    rings: tuple[tuple[int, ...], ...]
+    channel_bandwidth: float  # GB/s each channel sustains when all carry equal shares
+    relayed: bool  # some hop has no switch-only route and is relayed through ranks
+    layout: str  # "single-host", "multi-host" or "fallback"
+    #: per ring, per hop ``ring[i] → ring[i+1]``: the switch names to go through (None: relayed)
+    routes: tuple[tuple[tuple[str, ...] | None, ...], ...] = ()
 
     @property
-    def count(self) -> int:
-        return int(self.src.size)
+    def channels(self) -> int:
+        return len(self.rings)
 
-    def links(self, channel: int) -> np.ndarray:
-        return self.link_ids[self.link_ptr[channel] : self.link_ptr[channel + 1]]
+    @property
+    def total_bandwidth(self) -> float:
+        return self.channels * self.channel_bandwidth
 
-    def via_names(self, channel: int) -> tuple[str, ...]:
-        return tuple(self.topology.node_name(v) for v in self.via[channel])
+    @property
+    def same_order(self) -> bool:
+        """True when every channel uses the same ring (NCCL's ``sameChannels``)."""
+        return all(r == self.rings[0] for r in self.rings)
 
-    @cached_property
-    def src32(self) -> np.ndarray:
-        return self.src.astype(np.int32)
-
-    @cached_property
-    def dst32(self) -> np.ndarray:
-        return self.dst.astype(np.int32)
-
-    @cached_property
-    def link_owner(self) -> np.ndarray:
-        """Channel of every entry of ``link_ids`` (CSR row ids)."""
-        return np.repeat(np.arange(self.count, dtype=np.int64), np.diff(self.link_ptr))
-
-    @cached_property
-    def path_length(self) -> np.ndarray:
-        return np.diff(self.link_ptr)
-
-    @cached_property
-    def used_links(self) -> np.ndarray:
-        """Sorted ids of the links some channel crosses."""
-        return np.unique(self.link_ids)
-
-    def out_of(self, rank: int) -> np.ndarray:
-        """Ids of the channels leaving ``rank``."""
-        lo, hi = np.searchsorted(self.src_sorted, [rank, rank + 1])
-        return self.by_src[lo:hi]
-
-    @cached_property
-    def by_src(self) -> np.ndarray:
-        return np.argsort(self.src, kind="stable")
-
-    @cached_property
-    def src_sorted(self) -> np.ndarray:
-        return self.src[self.by_src]
-
-    def neighbourhoods(self) -> Neighbourhoods:
-        """Nested neighbourhoods of every channel's destination (cached)."""
-        cached = self.__dict__.get("_hoods")
-        if cached is None:
-            cached = self.__dict__["_hoods"] = _neighbourhoods(self)
-        return cached
-
-    def hop_distances(self) -> np.ndarray:
-        """[R, R] fewest channels from a rank to another (0 on the diagonal)."""
-        cached = self.__dict__.get("_hops")
-        if cached is not None:
-            return cached
-        r = self.topology.num_ranks
-        adjacency = np.zeros((r, r), dtype=bool)
-        adjacency[self.src, self.dst] = True
-        hops = np.full((r, r), -1, dtype=np.int32)
-        frontier = np.eye(r, dtype=bool)
-        reached = frontier.copy()
-        hops[frontier] = 0
-        step = adjacency.astype(np.float32)
-        level = 0
-        while frontier.any():
-            level += 1
-            frontier = ((frontier.astype(np.float32) @ step) > 0) & ~reached
-            hops[frontier] = level
-            reached |= frontier
-        hops.setflags(write=False)
-        self.__dict__["_hops"] = hops
-        return hops
+    def params(self) -> dict:
+        return {
+            "channels": self.channels,
+            "rings": [list(r) for r in self.rings],
+            "channel_bandwidth": round(self.channel_bandwidth, 6) if np.isfinite(self.channel_bandwidth) else None,
+            "relayed": self.relayed,
+            "layout": self.layout,
+        }
 
 
-@dataclass(frozen=True, eq=False)
-class Neighbourhoods:
-    """Where a channel leads, seen from afar. Channels are ordered by locality (fewer links first,
-    then faster); the neighbourhood of a rank at level L is its component over the channels of the
-    levels below L (a NIC channel into a server: the server's GPUs; a channel through a spine:
-    the destination's rack). ``tiers[c]`` lists channel c's destination neighbourhoods, largest
-    first, as indices into ``members`` (-1 padded; a most-local channel has none); ``rank_ptr``/
-    ``rank_cluster`` give, as CSR, the neighbourhoods each rank belongs to."""
+class _Paths:
+    """Link ids along the path of a hop between two ranks (its switch route, or the routes of a relay)."""
 
-    tiers: np.ndarray
-    members: tuple[np.ndarray, ...]
-    rank_ptr: np.ndarray
-    rank_cluster: np.ndarray
-
-
-def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Component label (smallest member) of each of n nodes joined by the undirected edges (a, b)."""
-    label = np.arange(n)
-    while True:
-        lo = np.minimum(label[a], label[b])
-        new = label.copy()
-        np.minimum.at(new, a, lo)
-        np.minimum.at(new, b, lo)
-        new = new[new]
-        if np.array_equal(new, label):
-            return label
-        label = new
-
-
-def _neighbourhoods(ch: Channels) -> Neighbourhoods:
-    r = ch.topology.num_ranks
-    members: dict[tuple[int, ...], int] = {}
-    rank_clusters: list[list[int]] = [[] for _ in range(r)]
-    if ch.count:
-        _, level = np.unique(np.stack([ch.path_length, -ch.bottleneck], axis=1), axis=0, return_inverse=True)
-        level = level.ravel()
-        levels = int(level.max()) + 1
-    else:
-        level = np.zeros(0, dtype=np.int64)
-        levels = 0
-    # neighbourhood id of each rank's component over the channels below level lv (-1: alone, or all)
-    below: list[np.ndarray] = [np.full(r, -1, dtype=np.int64)]
-    for lv in range(1, levels):
-        label = components(r, ch.src[level < lv], ch.dst[level < lv])
-        ids = np.full(r, -1, dtype=np.int64)
-        for comp in np.unique(label).tolist():
-            group = np.flatnonzero(label == comp)
-            if 1 < group.size < r:
-                key = tuple(group.tolist())
-                if key not in members:
-                    members[key] = len(members)
-                    for v in group.tolist():
-                        rank_clusters[v].append(members[key])
-                ids[group] = members[key]
-        below.append(ids)
-    tiers = np.full((ch.count, max(1, levels)), -1, dtype=np.int64)
-    for lv in range(levels):
-        these = np.flatnonzero(level == lv)
-        col = 0
-        for lower in range(lv, 0, -1):  # largest neighbourhood first
-            ids = below[lower][ch.dst[these]]
-            if col and np.array_equal(ids, tiers[these, col - 1]):
-                continue
-            tiers[these, col] = ids
-            col += 1
-    lens = [len(x) for x in rank_clusters]
-    return Neighbourhoods(
-        tiers=tiers,
-        members=tuple(np.asarray(key, dtype=np.int64) for key, _ in sorted(members.items(), key=lambda kv: kv[1])),
-        rank_ptr=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
-        rank_cluster=np.asarray([c for x in rank_clusters for c in x], dtype=np.int64),
-    )
-
-
-def channels_for(topology: Topology, *, full_pairs: int = FULL_PAIRS) -> Channels:
-    """The channels of ``topology`` (cached on it for the default ``full_pairs``)."""
-    cache = topology.__dict__.setdefault("_channels", {})
-    found = cache.get(full_pairs)
-    if found is None:
-        found = cache[full_pairs] = _build(topology, full_pairs)
-    return found
-
-
-# ============================================================================ construction
-def _switch_components(topology: Topology) -> list[list[int]]:
-    """Switch node ids grouped by (undirected) connectivity over switch-to-switch links."""
-    r, n = topology.num_ranks, topology.num_nodes
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for link in topology.links:
-        if link.src >= r and link.dst >= r:
-            a, b = find(link.src), find(link.dst)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for s in range(r, n):
-        groups.setdefault(find(s), []).append(s)
-    return [groups[k] for k in sorted(groups)]
-
-
-class _Component:
-    """Fewest-hop paths between the switches of one component."""
-
-    def __init__(self, topology: Topology, nodes: list[int]):
+    def __init__(self, topology: Topology, router: Router):
         self.topology = topology
-        self.nodes = nodes
-        r = topology.num_ranks
-        members = set(nodes)
-        self.succ: dict[int, list[int]] = {v: [] for v in nodes}
-        self.pred: dict[int, list[int]] = {v: [] for v in nodes}
-        for link in topology.links:
-            if link.src in members and link.dst in members:
-                self.succ[link.src].append(link.dst)
-                self.pred[link.dst].append(link.src)
-        for v in nodes:
-            self.succ[v].sort()
-            self.pred[v].sort(key=topology.node_name)
-        self.r = r
-        self._dist: dict[int, dict[int, int]] = {}
-        self._chain: dict[int, tuple[int, ...]] = {}
-        self._steps: dict[tuple[int, int], list[int]] = {}
+        self.router = router
+        self._cache: dict[tuple[int, int], np.ndarray | None] = {}
+        self._alternatives: dict[tuple[int, int], list[np.ndarray]] = {}
 
-    def chain(self, start: int) -> tuple[int, ...]:
-        """``start`` and the switches after it while each has exactly one switch to go on to."""
-        found = self._chain.get(start)
-        if found is None:
-            path = [start]
-            seen = {start}
-            while len(self.succ[path[-1]]) == 1 and self.succ[path[-1]][0] not in seen:
-                path.append(self.succ[path[-1]][0])
-                seen.add(path[-1])
-            found = self._chain[start] = tuple(path)
-        return found
-
-    def dist_from(self, base: int) -> dict[int, int]:
-        found = self._dist.get(base)
-        if found is None:
-            found = {base: 0}
-            queue = deque([base])
-            while queue:
-                u = queue.popleft()
-                for w in self.succ[u]:
-                    if w not in found:
-                        found[w] = found[u] + 1
-                        queue.append(w)
-            self._dist[base] = found
-        return found
-
-    def hops(self, entry: int, exit_: int) -> int | None:
-        chain = self.chain(entry)
-        if exit_ in chain:
-            return chain.index(exit_)
-        d = self.dist_from(chain[-1]).get(exit_)
-        return None if d is None else len(chain) - 1 + d
-
-    def path(self, entry: int, exit_: int, a: int, b: int) -> tuple[int, ...]:
-        """Switches from ``entry`` to ``exit_`` (both included), spreading ties by (a, b)."""
-        chain = self.chain(entry)
-        if exit_ in chain:
-            return chain[: chain.index(exit_) + 1]
-        base = chain[-1]
-        back = [exit_]
-        node = exit_
-        while node != base:
-            options = self._closer(base, node)
-            node = options[_mix(a, b, len(back)) % len(options)] if len(options) > 1 else options[0]
-            back.append(node)
-        return chain[:-1] + tuple(reversed(back))
-
-    def _closer(self, base: int, node: int) -> list[int]:
-        """The switches one hop closer to ``base`` than ``node`` that lead to it (cached)."""
-        key = (base, node)
-        found = self._steps.get(key)
-        if found is None:
-            dist = self.dist_from(base)
-            want = dist[node] - 1
-            found = self._steps[key] = [p for p in self.pred[node] if dist.get(p) == want]
-        return found
-
-
-def _host_stride(topology: Topology, members: list[int]) -> int:
-    """Ranks per host among ``members`` (the most common host size; 1 without hosts)."""
-    hosts = [topology.ranks[v].host for v in members]
-    if any(h is None for h in hosts):
-        return 1
-    size, _ = Counter(Counter(hosts).values()).most_common(1)[0]
-    return max(1, size)
-
-
-def _partners(
-    topology: Topology, senders: list[int], receivers: list[int], full_pairs: int
-) -> tuple[list[tuple[int, int]], bool]:
-    """Rank pairs (a, b) of one component to give channels, and whether that is every pair."""
-    if len(senders) * len(receivers) <= full_pairs:
-        return [(a, b) for a in senders for b in receivers if a != b], True
-    n = len(receivers)
-    stride = _host_stride(topology, receivers)
-    offsets = {1} if stride == 1 else set()
-    step = stride
-    while step < n:
-        offsets.update((step % n, -step % n))
-        step *= 2
-    position = {v: i for i, v in enumerate(receivers)}
-    pairs = []
-    for a in senders:
-        p = position.get(a, int(np.searchsorted(np.asarray(receivers), a)))
-        for off in sorted(offsets):
-            b = receivers[(p + off) % n]
-            if b != a:
-                pairs.append((a, b))
-    return pairs, False
-
-
-def _build(topology: Topology, full_pairs: int) -> Channels:
-    r = topology.num_ranks
-    link_index = topology.link_index
-    src: list[int] = []
-    dst: list[int] = []
-    via: list[tuple[int, ...]] = []
-    # direct links between ranks
-    for link in topology.links:
-        if link.src < r and link.dst < r:
-            src.append(link.src)
-            dst.append(link.dst)
-            via.append(())
-    complete = True
-    for nodes in _switch_components(topology):
-        comp = _Component(topology, nodes)
-        member = set(nodes)
-        entries: dict[int, list[int]] = {}
-        exits: dict[int, list[int]] = {}
-        for link in topology.links:
-            if link.src < r and link.dst in member:
-                entries.setdefault(link.src, []).append(link.dst)
-            elif link.dst < r and link.src in member:
-                exits.setdefault(link.dst, []).append(link.src)
-        senders, receivers = sorted(entries), sorted(exits)
-        if not senders or not receivers:
-            continue
-        pairs, full = _partners(topology, senders, receivers, full_pairs)
-        complete &= full
-        for a, b in pairs:
-            ins, outs = entries[a], exits[b]
-            if len(ins) == 1 and len(outs) == 1:
-                best = (0, ins[0], outs[0]) if comp.hops(ins[0], outs[0]) is not None else None
-            else:
-                best = None
-                for e in ins:
-                    for x in outs:
-                        h = comp.hops(e, x)
-                        if h is not None and (best is None or (h, e, x) < best):
-                            best = (h, e, x)
-            if best is None:
+    def alternatives(self, a: int, b: int, limit: int = 8) -> list[np.ndarray]:
+        """Up to ``limit`` switch-only paths a → b as good as the router's (same bottleneck and hop
+        count), as link-id arrays, the router's own first. A fat-tree's spines give several."""
+        key = (a, b)
+        found = self._alternatives.get(key)
+        if found is not None:
+            return found
+        best = self.route_links(a, b)
+        if best is None:
+            self._alternatives[key] = []
+            return []
+        route = self.router.route(a, b)
+        topo = self.topology
+        links = topo.links
+        nranks = topo.num_ranks
+        paths: list[np.ndarray] = [best]
+        stack: list[tuple[int, list[int], frozenset[int]]] = [(a, [], frozenset({a}))]
+        while stack and len(paths) < limit:
+            node, used, visited = stack.pop()
+            if len(used) >= route.hops:
                 continue
-            src.append(a)
-            dst.append(b)
-            via.append(comp.path(best[1], best[2], a, b))
-    count = len(src)
-    ptr = [0]
-    ids: list[int] = []
-    hop_ids: dict[tuple[int, ...], list[int]] = {}  # link ids of a via, shared by the pairs using it
-    for a, b, v in zip(src, dst, via):
-        if not v:
-            ids.append(link_index[(a, b)])
-        else:
-            inner = hop_ids.get(v)
-            if inner is None:
-                inner = hop_ids[v] = [link_index[(u, w)] for u, w in pairwise(v)]
-            ids.append(link_index[(a, v[0])])
-            ids.extend(inner)
-            ids.append(link_index[(v[-1], b)])
-        ptr.append(len(ids))
-    link_ptr = np.asarray(ptr, dtype=np.int64)
-    link_ids = np.asarray(ids, dtype=np.int64)
-    starts = link_ptr[:-1]
-    if count:
-        alpha = np.add.reduceat(topology.latency_array[link_ids], starts)
-        bottleneck = np.minimum.reduceat(topology.bandwidth_array[link_ids], starts)
-    else:
-        alpha = bottleneck = np.zeros(0)
-    channels = Channels(
-        topology=topology,
-        src=np.asarray(src, dtype=np.int64),
-        dst=np.asarray(dst, dtype=np.int64),
-        via=tuple(via),
-        link_ptr=link_ptr,
-        link_ids=link_ids,
-        alpha=alpha,
-        bottleneck=bottleneck,
-        complete=complete,
-    )
-    _check_connected(channels)
-    return channels
+            for li in reversed(topo.out_links[node]):
+                link = links[li]
+                nxt = link.dst
+                if link.bandwidth < route.bottleneck or nxt in visited:
+                    continue
+                if nxt == b:
+                    if len(used) + 1 == route.hops:
+                        cand = np.array([*used, li], dtype=np.int64)
+                        if not any(np.array_equal(cand, p) for p in paths):
+                            paths.append(cand)
+                elif nxt >= nranks:
+                    stack.append((nxt, [*used, li], visited | {nxt}))
+        self._alternatives[key] = paths
+        return paths
+
+    def via_names(self, links: np.ndarray) -> tuple[str, ...]:
+        topo = self.topology
+        return tuple(topo.node_name(topo.links[li].dst) for li in links[:-1])
+
+    def route_links(self, a: int, b: int) -> np.ndarray | None:
+        key = (a, b)
+        if key not in self._cache:
+            route = self.router.route(a, b)
+            if route is None:
+                self._cache[key] = None
+            else:
+                nodes = [a, *route.via, b]
+                index = self.topology.link_index
+                self._cache[key] = np.array([index[(u, v)] for u, v in itertools.pairwise(nodes)], dtype=np.int64)
+        return self._cache[key]
+
+    def hop_links(self, a: int, b: int) -> np.ndarray:
+        links = self.route_links(a, b)
+        if links is not None:
+            return links
+        relay = self.router.relay_path(a, b)
+        return np.concatenate([self.route_links(u, v) for u, v in itertools.pairwise(relay)])
+
+    def ring_load(self, ring) -> np.ndarray:
+        load = np.zeros(len(self.topology.links), dtype=np.float64)
+        n = len(ring)
+        for i in range(n):
+            np.add.at(load, self.hop_links(ring[i], ring[(i + 1) % n]), 1.0)
+        return load
 
 
-def _check_connected(channels: Channels) -> None:
-    """Every rank reaches every other rank over channels (both ways from rank 0)."""
-    r = channels.topology.num_ranks
-    if r < 2:
-        return
-    for a, b in ((channels.src, channels.dst), (channels.dst, channels.src)):
-        order = np.argsort(a, kind="stable")
-        heads = b[order]
-        starts = np.searchsorted(a[order], np.arange(r + 1))
-        seen = np.zeros(r, dtype=bool)
-        seen[0] = True
-        frontier = np.array([0])
-        while frontier.size:
-            nxt = np.concatenate([heads[starts[v] : starts[v + 1]] for v in frontier.tolist()])
-            nxt = np.unique(nxt[~seen[nxt]])
-            seen[nxt] = True
-            frontier = nxt
-        if not seen.all():
-            raise ValueError(f"channels of {channels.topology.name} do not join every rank (rank {int(np.argmin(seen))})")
+def channel_bandwidth(topology: Topology, load: np.ndarray) -> float:
+    """GB/s per channel when the channels' hops put ``load`` units on each link."""
+    used = load > 0
+    if not np.any(used):
+        return float("inf")
+    return float(np.min(topology.bandwidth_array[used] / load[used]))
+
+
+def ring_channels(topology: Topology, router: Router | None = None, max_channels: int = MAX_CHANNELS) -> RingChannels:
+    """The ring channels for ``topology`` (cached on its router)."""
+    router = router or router_for(topology)
+    cache = router.__dict__.setdefault("_ring_channels", {})
+    plan = cache.get(max_channels)
+    if plan is None:
+        plan = cache[max_channels] = _plan(topology, router, max_channels)
+    return plan
+
+
+def _channels_of(topology: Topology, paths: _Paths, rings, layout: str, chosen=None) -> RingChannels:
+    """Package rings with their hop paths (``chosen[c][i]``: link ids, else the router's route or a
+    relay) and the bandwidth they sustain together."""
+    load = np.zeros(len(topology.links), dtype=np.float64)
+    all_routes = []
+    relayed = False
+    for c, ring in enumerate(rings):
+        n = len(ring)
+        hops = []
+        for i in range(n):
+            a, b = ring[i], ring[(i + 1) % n]
+            links = chosen[c][i] if chosen is not None else paths.route_links(a, b)
+            if links is None:
+                relayed = True
+                hops.append(None)
+                links = paths.hop_links(a, b)
+            else:
+                hops.append(paths.via_names(links))
+            np.add.at(load, links, 1.0)
+        all_routes.append(tuple(hops))
+    return RingChannels(tuple(tuple(r) for r in rings), channel_bandwidth(topology, load), relayed, layout, tuple(all_routes))
+
+
+def _plan(topology: Topology, router: Router, max_channels: int) -> RingChannels:
+    paths = _Paths(topology, router)
+    n = topology.num_ranks
+    if n == 1:
+        return RingChannels(((0,),), float("inf"), False, "single-host", ((),))
+    groups = list(topology.host_groups.items())
+    sizes = {len(ranks) for _, ranks in groups}
+    if n > 2 and len(groups) > 1 and None not in dict(groups) and len(sizes) == 1:
+        plan = _multi_host(topology, router, paths, [list(r) for _, r in groups], max_channels)
+        if plan is not None:
+            return plan
+    if 2 < n <= PACK_LIMIT:
+        rings = pack_rings(topology, router, list(range(n)), max_channels, paths)
+        if rings:
+            return _channels_of(topology, paths, rings, "single-host")
+    order, _ = ring_order(topology, router)
+    return _channels_of(topology, paths, [order], "single-host" if n <= 2 else "fallback")
+
+
+def pack_rings(
+    topology: Topology, router: Router, ranks: list[int], max_channels: int, paths: _Paths | None = None
+) -> list[list[int]]:
+    """Cyclic orders of ``ranks`` (each hop with a switch-only route) packed as NCCL packs channels:
+    the set with the highest total bandwidth over per-channel speeds, fewest rings on ties. Empty
+    if no such cycle is found."""
+    paths = paths or _Paths(topology, router)
+    n = len(ranks)
+    if n == 1:
+        return [list(ranks)]
+    hops: list[tuple[int, int, np.ndarray]] = []
+    widths: set[float] = set()
+    bw = topology.bandwidth_array
+    for i, a in enumerate(ranks):
+        for j, b in enumerate(ranks):
+            if i != j:
+                links = paths.route_links(a, b)
+                if links is not None:
+                    hops.append((i, j, links))
+                    widths.add(float(np.min(bw[links])))
+    speeds = sorted({w / m for w in widths for m in _SPEED_DIVISORS}, reverse=True)
+    best: tuple[float, int] | None = None
+    best_rings: list[list[int]] = []
+    for speed in speeds:
+        if best is not None and speed * max_channels <= best[0] * (1 + _EPS):
+            break
+        residual = bw.astype(np.float64).copy()
+        rings: list[list[int]] = []
+        while len(rings) < max_channels:
+            adj: list[dict[int, float]] = [{} for _ in range(n)]
+            for i, j, links in hops:
+                width = float(np.min(residual[links]))
+                if width >= speed * (1 - _EPS):
+                    # widest remaining first; among equals, the hop of the wider links (so a DGX-1
+                    # fills its double NVLinks with whole rings before the single ones)
+                    adj[i][j] = width + float(np.min(bw[links])) * 1e-6
+            if any(not a for a in adj):
+                break
+            cycle = _hamiltonian_cycle(n, adj, _PACK_BUDGET)
+            if cycle is None:
+                break
+            ring = [ranks[i] for i in cycle]
+            # the ring, then (if it still fits) the same ring backwards: on symmetric machines
+            # rings come in pairs that load the two directions of the same links
+            for candidate in (ring, ring[:1] + ring[1:][::-1]):
+                hop_links = [paths.route_links(u, v) for u, v in zip(candidate, candidate[1:] + candidate[:1])]
+                if len(rings) >= max_channels or any(
+                    links is None or float(np.min(residual[links])) < speed * (1 - _EPS) for links in hop_links
+                ):
+                    continue
+                for links in hop_links:
+                    np.subtract.at(residual, links, speed)
+                rings.append(candidate)
+        if not rings:
+            continue
+        load = sum(paths.ring_load(r) for r in rings)
+        total = len(rings) * channel_bandwidth(topology, load)
+        if best is None or total > best[0] * (1 + _EPS) or (abs(total - best[0]) <= best[0] * _EPS and -len(rings) > best[1]):
+            best = (total, -len(rings))
+            best_rings = rings
+    return best_rings
+
+
+def _chain_candidates(router: Router, paths: _Paths, hosts: list[list[int]], max_channels: int) -> list[tuple[int, ...]]:
+    """Chains of local indices (entry first, exit last) a channel may take through every host."""
+    local = len(hosts[0])
+    first = hosts[0]
+    if local == 1:
+        return [(0,)]
+    intra = pack_rings(paths.topology, router, first, max_channels, paths)
+    position = {rank: i for i, rank in enumerate(first)}
+    chains: list[tuple[int, ...]] = []
+    for ring in intra:
+        idx = [position[r] for r in ring]
+        for cut in range(len(idx)):
+            chains.append(tuple(idx[cut + 1 :] + idx[: cut + 1]))
+    if all(router.route(a, b) is not None for a in first for b in first if a != b):
+        base = [position[r] for r in intra[0]] if intra else list(range(local))
+        for e in range(local):
+            for x in range(local):
+                if e != x:
+                    start = base.index(e)
+                    middle = [v for v in base[start:] + base[:start] if v not in (e, x)]
+                    chains.append((e, *middle, x))
+    return list(dict.fromkeys(chains))
+
+
+def _multi_host(
+    topology: Topology, router: Router, paths: _Paths, hosts: list[list[int]], max_channels: int
+) -> RingChannels | None:
+    # candidate rings: one chain of local indices, the same in every host, hosts in file order
+    candidates = []
+    for chain in _chain_candidates(router, paths, hosts, max_channels):
+        ring = [host[i] for host in hosts for i in chain]
+        hops = list(zip(ring, ring[1:] + ring[:1]))
+        options = [paths.alternatives(u, v) for u, v in hops]
+        if any(not o for o in options):
+            continue
+        fixed = np.zeros(len(topology.links), dtype=np.float64)
+        free = []  # hops with a choice of equal paths, chosen against the load when added
+        for i, opts in enumerate(options):
+            if len(opts) == 1:
+                np.add.at(fixed, opts[0], 1.0)
+            else:
+                free.append(i)
+        candidates.append((ring, options, fixed, free))
+    if not candidates:
+        return None
+    bw = topology.bandwidth_array
+
+    def place(load: np.ndarray, options, fixed, free) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        total = load + fixed
+        picks: dict[int, np.ndarray] = {}
+        for i in free:
+            best = min(
+                options[i],
+                key=lambda links: (float(np.max((total[links] + 1.0) / bw[links])), float(np.sum(total[links]))),
+            )
+            picks[i] = best
+            np.add.at(total, best, 1.0)
+        return total, picks
+
+    load = np.zeros(len(topology.links), dtype=np.float64)
+    chosen: list[tuple[list[int], list[np.ndarray]]] = []
+    best_total, best_count = 0.0, 0
+    for _ in range(max_channels):
+        scored = []
+        for index, (_, options, fixed, free) in enumerate(candidates):
+            total, picks = place(load, options, fixed, free)
+            ratio = total / bw
+            scored.append((float(np.max(ratio)), float(np.sum(ratio * ratio)), index, total, picks))
+        _, _, index, total, picks = min(scored, key=lambda x: x[:3])
+        ring, options, _, _ = candidates[index]
+        load = total
+        chosen.append((ring, [picks.get(i, opts[0]) for i, opts in enumerate(options)]))
+        channels = len(chosen) * channel_bandwidth(topology, load)
+        if channels > best_total * (1 + _EPS):
+            best_total, best_count = channels, len(chosen)
+    kept = chosen[:best_count]
+    return _channels_of(topology, paths, [r for r, _ in kept], "multi-host", [h for _, h in kept])
+
+
+def spread_routes(schedule: Schedule, topology: Topology, router: Router | None = None) -> Schedule:
+    """The same transfers, each moved (where the machine offers several equally good switch paths,
+    e.g. a fat-tree's spines) to the path its step loads least, like an adaptive ECMP.
+
+    Schedules assembled from parts built separately (one per host or rail) inherit the same
+    hash-based route choices in every part; spreading them restores balance. Only transfers whose
+    current path is one of the best paths are moved, and only to another best path."""
+    router = router or router_for(topology)
+    paths = _Paths(topology, router)
+    index = topology.node_index
+    bw = topology.bandwidth_array
+    builder = ScheduleBuilder.like(schedule)
+    remap = np.array([builder.route_id(r) for r in schedule.routes], dtype=np.int64)
+    # per (src, dst, route id): the links it uses, and the equally good paths it may move to
+    current: dict[tuple[int, int, int], np.ndarray] = {}
+    options: dict[tuple[int, int, int], list[np.ndarray] | None] = {}
+
+    def classify(a: int, b: int, r: int) -> None:
+        nodes = [a, *(index[name] for name in schedule.routes[r]), b]
+        links = np.array([topology.link_index[(u, v)] for u, v in itertools.pairwise(nodes)], dtype=np.int64)
+        best = paths.alternatives(a, b)
+        current[(a, b, r)] = links
+        options[(a, b, r)] = best if len(best) > 1 and any(np.array_equal(links, o) for o in best) else None
+
+    for s in range(schedule.num_steps):
+        sl = schedule.step_slice(s)
+        src, dst, route = schedule.src[sl], schedule.dst[sl], schedule.route[sl]
+        load = np.zeros(len(topology.links), dtype=np.float64)
+        final = remap[route]
+        movable: list[tuple[int, list[np.ndarray]]] = []
+        for i, key in enumerate(zip(src.tolist(), dst.tolist(), route.tolist())):
+            if key not in current:
+                classify(*key)
+            choice = options[key]
+            if choice is None:
+                np.add.at(load, current[key], 1.0)
+            else:
+                movable.append((i, choice))
+        for i, choice in movable:
+            best = min(choice, key=lambda links: (float(np.max((load[links] + 1.0) / bw[links])), float(np.sum(load[links]))))
+            np.add.at(load, best, 1.0)
+            final[i] = builder.route_id(paths.via_names(best))
+        builder.add_step_arrays(src, dst, schedule.chunk[sl], schedule.op[sl], final)
+    return builder.build()

@@ -5,7 +5,7 @@ This is the time-expanded link–chunk matching of TACOS, made step-synchronous 
 vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
 carry b chunks in it (`link_capacity`). In each step:
 
-1. every channel (`synth.algorithms._channels`) whose links all have room proposes one chunk that
+1. every channel (`synth.algorithms._rankpaths`) whose links all have room proposes one chunk that
    its source holds and that is useful beyond it: its destination needs the chunk, or (gather,
    scatter, alltoall) the destination is closer to the rank that needs it;
 2. a channel prefers chunks that its destination's *neighbourhood* lacks altogether: a channel
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms._channels import Channels
+from synth.algorithms._rankpaths import Channels
 from synth.collective import Collective, Kind
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
 from synth.topology import Topology

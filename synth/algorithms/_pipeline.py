@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._channels import Channels
+from synth.algorithms._rankpaths import Channels
 from synth.algorithms._trees import Packing
 from synth.collective import Collective, Kind
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder

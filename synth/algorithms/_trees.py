@@ -10,7 +10,7 @@ k·U GB/s. `best_unit` finds the largest U for which the integer capacities stil
 (the same max-flow test with integer capacities), for k = 1, 2, 3, … trees per root, and the
 packer stops at the first k whose k·U is within ``tolerance`` of the optimum: few trees.
 
-Switches. A tree arc is a channel (`synth.algorithms._channels`): rank to rank over a direct link
+Switches. A tree arc is a channel (`synth.algorithms._rankpaths`): rank to rank over a direct link
 or through switches, using a unit on every link of its path. Two arcs of one tree through the same
 switch are two transfers, as a switch cannot copy: that is the edge splitting of ForestColl, done
 arc by arc as trees grow (a unit into a switch paired with a unit out of it).
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms._channels import Channels, channels_for
+from synth.algorithms._rankpaths import Channels, channels_for
 from synth.bounds import bound_model
 from synth.bounds.maxflow import FlowNetwork
 from synth.collective import Kind

@@ -1,15 +1,16 @@
 """``auto``: run every method that applies and keep the schedule with the best predicted time.
 
 For a size (or a list or range of sizes), auto asks every registered method that serves the
-collective for a schedule (the classic baselines as they are; methods that tune themselves for a
-size, such as greedy and packing, once per size asked, at most `TUNED_SIZES` of them), each
-verified by the registry, and predicts each one's time with the step-synchronous model of
-FORMATS.md. For one size it keeps the fastest; for several, the one whose time, relative to the
-fastest candidate at each size, has the smallest geometric mean (so no single size dominates).
-Ties go to fewer transfers. A method registered with ``auto_max_ranks`` is skipped on larger
-topologies (exact solvers), and once ``budget`` seconds are spent, only the classic baselines still
-run. The schedule's ``params`` record what was chosen, every candidate's predicted time, the
-lower bound, and why; ``params["explanation"]`` says it in a few lines (the CLI prints them).
+collective for a schedule: the baselines (classic and NCCL-style) as they are; methods that tune
+themselves for a size (greedy, packing) once per size asked, at most `TUNED_SIZES` of them; the
+exact ILP only on machines of up to 8 ranks, for 10 s per size. Each schedule is verified by the
+registry and its time predicted with the step-synchronous model of FORMATS.md (`synth.simulate`).
+For one size auto keeps the fastest; for several, the one whose time relative to the fastest
+candidate at each size has the smallest geometric mean (so no single size dominates). Ties go to
+fewer transfers. Once ``budget`` seconds are spent, only the baselines still run, so auto is never
+slower than the best of them. The schedule's ``params`` record what was chosen, every candidate's
+predicted times, the lower bound, what was skipped and why; ``params["explanation"]`` says it in a
+few lines (the command line prints them).
 
 Options: ``size`` or ``sizes`` (bytes; default 1 GiB), ``budget`` (seconds, default 120),
 ``progress`` (a callable ``(done, total)`` called after each candidate run; library only).
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from synth.algorithms._timing import sync_time_us
+from synth.algorithms._common import predicted_us
 from synth.bounds import bound_model
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -33,12 +34,15 @@ from synth.topology import Topology
 from synth.units import format_size
 
 METHOD = "auto"
-OPTIONS = ("size", "sizes", "budget", "progress")
+OPTIONS = frozenset({"size", "sizes", "budget", "progress"})
 COLLECTIVES = frozenset(Kind)
 REFERENCE_SIZE = 1 << 30
 #: a self-tuning method is run for at most this many of the sizes asked (smallest, middle, largest)
 TUNED_SIZES = 3
 DEFAULT_BUDGET = 120.0
+#: exact solvers: auto runs them on machines of at most this many ranks, for at most this many
+#: seconds per size
+EXACT = {"ilp": (8, 10.0)}
 
 
 def _sizes(options: Mapping[str, Any]) -> list[int]:
@@ -63,16 +67,20 @@ def synthesize(
     topology: Topology,
     collective: Collective,
     router: Router | None = None,
-    options: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> Schedule:
     """The best of every applicable method's schedule for ``collective`` at the size(s) asked."""
-    from synth.algorithms import CLASSIC_METHODS, METHODS
+    from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS
     from synth.algorithms import synthesize as run
 
-    options = dict(options or {})
+    BASELINES = set(CLASSIC_METHODS) | set(NCCL_METHODS)
+
+    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"auto takes no option(s) {', '.join(unknown)}")
     sizes = _sizes(options)
     budget = float(options.get("budget", DEFAULT_BUDGET))
-    chunks = options.get("chunks", collective.chunks_per_piece)
+    chunks = options.get("requested_chunks", collective.chunks_per_piece)
     kind, r, root = collective.kind, collective.num_ranks, collective.root
     progress = options.get("progress")
     started = time.monotonic()
@@ -85,16 +93,19 @@ def synthesize(
     for name, method in METHODS.items():
         if name == METHOD or not method.serves(kind):
             continue
-        limit = getattr(method, "auto_max_ranks", None)
-        if limit is not None and r > limit:
-            skipped[name] = f"more than {limit} ranks"
+        if name in EXACT and r > EXACT[name][0]:
+            skipped[name] = f"an exact solver, run by auto on up to {EXACT[name][0]} ranks"
             continue
-        if name not in CLASSIC_METHODS and time.monotonic() - started > budget:
+        spent = time.monotonic() - started
+        if name not in BASELINES and spent > budget:
             skipped[name] = f"time budget of {budget:g} s spent"
             continue
         runs = [{"size": s} for s in _tuning_sizes(sizes)] if "size" in method.options else [{}]
+        if name in EXACT:
+            share = max(1.0, min(EXACT[name][1], (budget - spent) / len(runs)))
+            runs = [{**extra, "time_limit": share} for extra in runs]
         for extra in runs:
-            label = name if not extra else f"{name}@{format_size(extra['size'])}"
+            label = name if "size" not in extra else f"{name}@{format_size(extra['size'])}"
             try:
                 schedule = run(topology, kind, name, root=root, chunks=chunks, router=router, options=extra or None)
             except NotApplicable as exc:
@@ -104,7 +115,7 @@ def synthesize(
                 done += 1
                 if progress is not None:
                     progress(min(done, planned), planned)
-            candidates.append((label, schedule, sync_time_us(schedule, topology, sizes)))
+            candidates.append((label, schedule, predicted_us(schedule, topology, sizes)))
     if not candidates:
         raise NotApplicable(f"no method serves {kind.value} here ({'; '.join(f'{k}: {v}' for k, v in skipped.items())})")
     best_at = [min(c[2][i] for c in candidates) for i in range(len(sizes))]

@@ -25,17 +25,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from synth.algorithms._channels import channels_for
-from synth.algorithms._common import dispatcher, with_reductions
+from synth.algorithms._common import dispatcher, predicted_us, with_reductions
 from synth.algorithms._dissemination import Plan, disseminate, link_capacity
-from synth.algorithms._timing import sync_time_us
+from synth.algorithms._rankpaths import channels_for
 from synth.collective import Collective, Kind
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 
 METHOD = "greedy"
-OPTIONS = ("seed", "seeds", "size", "progress")
+OPTIONS = frozenset({"seed", "seeds", "size", "progress"})
 
 #: size at which seeds are compared when no size is given
 REFERENCE_SIZE = 1 << 30
@@ -99,20 +98,18 @@ def _collective(kind: Kind, ranks: int, k: int, root: int | None) -> Collective:
     return Collective(kind, ranks, ranks * k if kind is Kind.ALLREDUCE else k, root)
 
 
-def synthesize(
-    topology: Topology,
-    collective: Collective,
-    router: Router | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> Schedule:
-    """Greedy schedule for ``collective`` on ``topology`` (see the module docstring for options)."""
-    options = dict(options or {})
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
+    """Greedy schedule for ``collective`` on ``topology`` (see the module docstring for options;
+    ``requested_chunks`` None lets it choose the chunk count for ``size``)."""
+    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"greedy takes no option(s) {', '.join(unknown)}")
     seed = _option_int(options, "seed", 0, 0)
     seeds = _option_int(options, "seeds", 1, 1)
     size = _option_int(options, "size", None, 1)
     progress = options.get("progress")
     router = router or router_for(topology)
-    choose = size is not None and "chunks" in options and options["chunks"] is None
+    choose = size is not None and options.get("requested_chunks", collective.chunks_per_piece) is None
     kind, r = collective.kind, collective.num_ranks
     measure_at = size if size is not None else REFERENCE_SIZE
 
@@ -126,7 +123,7 @@ def synthesize(
     def consider(coll: Collective, plan: Plan) -> bool:
         nonlocal best
         schedule = build(coll, plan)
-        time = sync_time_us(schedule, topology, [measure_at])[0] if compare else 0.0
+        time = predicted_us(schedule, topology, [measure_at])[0] if compare else 0.0
         better = best is None or (time, schedule.num_transfers) < (best[0], best[1])
         if better:
             best = (time, schedule.num_transfers, schedule, coll, plan)

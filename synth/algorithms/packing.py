@@ -22,14 +22,13 @@ Options: ``size`` (bytes, default 1 GiB): the size the chunk count and trees are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from synth.algorithms._channels import channels_for
+from synth.algorithms._common import predicted_us
 from synth.algorithms._pipeline import chunk_shares, tree_schedule
-from synth.algorithms._timing import sync_time_us
+from synth.algorithms._rankpaths import channels_for
 from synth.algorithms._trees import Packing, shallow
 from synth.algorithms._trees import packings as tree_packings
 from synth.collective import DUAL, Collective, Kind
@@ -40,7 +39,7 @@ from synth.topology import Topology
 from synth.transform import concat, dual_reduction
 
 METHOD = "packing"
-OPTIONS = ("size",)
+OPTIONS = frozenset({"size"})
 REFERENCE_SIZE = 1 << 30
 #: (trees, chunk count) pairs built and timed exactly, the best estimated ones
 EXACT_CANDIDATES = 4
@@ -135,7 +134,7 @@ def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks
     for _, _, packing, count in options[:EXACT_CANDIDATES]:
         collective = Collective(kind, r, count, root)
         schedule = tree_schedule(topology, channels, packing, collective, METHOD, _params(packing, size, collective))
-        time = sync_time_us(schedule, topology, [size])[0]
+        time = predicted_us(schedule, topology, [size])[0]
         if best is None or (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule)
     assert best is not None
@@ -146,10 +145,13 @@ def synthesize(
     topology: Topology,
     collective: Collective,
     router: Router | None = None,
-    options: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> Schedule:
-    """Packed-tree schedule for ``collective`` (see the module docstring)."""
-    options = dict(options or {})
+    """Packed-tree schedule for ``collective`` (see the module docstring; ``requested_chunks``
+    None lets it choose the chunk count for ``size``)."""
+    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"packing takes no option(s) {', '.join(unknown)}")
     kind = collective.kind
     if kind not in COLLECTIVES:
         raise NotApplicable(f"{METHOD} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in COLLECTIVES))})")
@@ -157,7 +159,7 @@ def synthesize(
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
         raise ValueError(f"packing option size must be a positive integer, got {size!r}")
     at = size if size is not None else REFERENCE_SIZE
-    chunks = None if options.get("chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
+    chunks = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
     router = router or router_for(topology)
 
     def forward(chosen: int | None):
@@ -209,7 +211,7 @@ def _allreduce(topology: Topology, collective: Collective, router: Router, chunk
         ag = ag or forward(per_piece)(topology, Collective(Kind.ALLGATHER, r, per_piece), router)
         params = {"phases": ["reduce-scatter", "allgather"], "reduce_scatter": dict(rs.params), "allgather": dict(ag.params)}
         schedule = concat([rs, ag], Collective(Kind.ALLREDUCE, r, r * per_piece), METHOD, params)
-        time = sync_time_us(schedule, topology, [at])[0]
+        time = predicted_us(schedule, topology, [at])[0]
         if best is None or (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule)
     assert best is not None

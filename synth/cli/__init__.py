@@ -40,12 +40,21 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import schedule_cmds, topo
+    from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, schedule_cmds, simulate_cmd, topo
 
     main.add_command(topo.topo)
-    for command in schedule_cmds.COMMANDS:
+    commands = [
+        *schedule_cmds.COMMANDS,
+        simulate_cmd.simulate_cmd,
+        bound.bound_cmd,
+        compare_cmd.compare_cmd,
+        nccl_cmds.nccl_model_cmd,
+        *plot.COMMANDS,
+        *ilp.COMMANDS,
+    ]
+    for command in commands:
         main.add_command(command)
-    main.add_command(__import__("synth.cli.bound", fromlist=["bound_cmd"]).bound_cmd)
+    interop.register(main)
 
 
 _register()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -13,29 +12,11 @@ from synth.builtin import builtin_path, get_topology
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
-from synth.generated import regenerate, schedule_filename
+from synth.generated import entry_count, regenerate, schedule_filename
+from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
 from synth.units import parse_sizes
 from synth.verify import verify
-
-
-def _progress_printer(label: str):
-    """A ``progress(done, total)`` callback that redraws one status line on a terminal's stderr
-    (at most a few times per second); None when stderr is not a terminal."""
-    if not sys.stderr.isatty():
-        return None
-    last = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - last[0] < 0.25:
-            return
-        last[0] = now
-        share = 100.0 * done / total if total else 100.0
-        unit = "candidates" if label == "auto" else "deliveries"
-        click.echo(f"\r{label}: {share:5.1f}% of {total} {unit}".ljust(60), nl=False, err=True)
-
-    return progress
 
 
 def method_options(method: str, seed, seeds, sizes_text) -> dict:
@@ -44,8 +25,7 @@ def method_options(method: str, seed, seeds, sizes_text) -> dict:
     or range)."""
     m = METHODS[method]
     options: dict = {}
-    given = {"--seed": seed, "--seeds": seeds, "--size": sizes_text}
-    for flag, value in given.items():
+    for flag, value in (("--seed", seed), ("--seeds", seeds), ("--size", sizes_text)):
         if value is None:
             continue
         name = flag[2:]
@@ -60,13 +40,9 @@ def method_options(method: str, seed, seeds, sizes_text) -> dict:
             if len(sizes) > 1 and "size" in m.options:
                 raise InputError("synth synthesize", "--size", value, f"method {method} takes one size")
         if name not in m.options:
-            takes = ", ".join(f"--{o}" for o in m.options if o != "progress") or "no options"
+            takes = ", ".join(f"--{o}" for o in sorted(m.options & {"seed", "seeds", "size", "sizes"})) or "none of these"
             raise InputError("synth synthesize", flag, value, f"method {method} does not take it (it takes {takes})")
         options[name] = sizes[0] if name == "size" else value
-    if "progress" in m.options:
-        printer = _progress_printer(method)
-        if printer is not None:
-            options["progress"] = printer
     return options
 
 
@@ -84,8 +60,9 @@ def method_options(method: str, seed, seeds, sizes_text) -> dict:
     default=None,
     help="Message size the schedule is for (greedy, packing: one size; auto: a list or range 1KiB..1GiB).",
 )
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar (it is only drawn on a terminal anyway).")
 @click.option("-o", "--output", default=None, help="Schedule file (default: generated/<topology>/<collective>-<method>.json).")
-def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, sizes_text, output):
+def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, sizes_text, quiet, output):
     """Synthesize a schedule for a collective on TOPOLOGY (file or built-in name), verify it, write it."""
     topo, source = load_topology_arg(topology)
     kind = parse_kind(collective)
@@ -95,13 +72,20 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
     options = method_options(method, seed, seeds, sizes_text)
-    try:
+    unit = "candidate" if method == "auto" else "delivery"
+    with Progress(None, method, quiet=quiet, unit=unit) as bar:
+        if method in ("greedy", "auto"):
+            shown = [0]
+
+            def progress(done: int, total: int) -> None:
+                bar.set_total(total)
+                bar.advance(done - shown[0])
+                shown[0] = done
+
+            options["progress"] = progress
         schedule = synthesize(topo, kind, method, root=coll.root, chunks=chunks, options=options or None)
-    finally:
-        if "progress" in options:
-            click.echo("", err=True)
     if output is None:
-        default_k = METHODS[method].default_chunks(kind, topo.num_ranks)
+        default_k = make_collective(topo, kind, method, coll.root).chunks_per_piece
         k = schedule.collective.chunks_per_piece
         name = schedule_filename(kind, method, coll.root, None if k == default_k else k)
         output = str(Path("generated") / topo.name / name)
@@ -149,19 +133,19 @@ def methods_cmd():
 @click.command("regenerate", short_help="Rebuild generated/ byte for byte (or --check it).")
 @click.option("--out", type=click.Path(file_okay=False), default="generated", show_default=True, help="Folder to write.")
 @click.option("--check", is_flag=True, help="Compare with the files instead of writing; exit 1 if any differs.")
-def regenerate_cmd(out, check):
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar (it is only drawn on a terminal anyway).")
+def regenerate_cmd(out, check, quiet):
     """Rebuild generated/: every classic method x collective x built-in topology, verified."""
     count = 0
+    with Progress(entry_count(), "regenerate", quiet=quiet, unit="case") as bar:
 
-    def progress(entry):
-        nonlocal count
-        count += 1
-        if sys.stderr.isatty():
-            click.echo(f"\r[{count}] {entry.topology} {entry.kind.value} {entry.method}".ljust(70), nl=False, err=True)
+        def progress(entry):
+            nonlocal count
+            count += 1
+            bar.advance()
+            bar.note(f"{entry.topology} {entry.kind.value} {entry.method}")
 
-    changed = regenerate(Path(out), check=check, progress=progress)
-    if sys.stderr.isatty():
-        click.echo("", err=True)
+        changed = regenerate(Path(out), check=check, progress=progress)
     if check:
         for rel in changed:
             click.echo(f"differs: {Path(out) / rel}")

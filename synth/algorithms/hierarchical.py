@@ -1,0 +1,160 @@
+"""Hierarchical allreduce for machines of several hosts (Horovod's and NCCL's two-level scheme):
+reduce-scatter inside every host, allreduce across hosts among the ranks with the same local index,
+allgather inside every host.
+
+After the first phase, local rank ℓ of every host holds piece ℓ of the data reduced over its host;
+the second phase runs H-rank allreduces (one per local index, over that "rail" of the network) on
+those pieces, so each rank sends only 1/L of the data across the network; the third phase spreads
+the result inside the hosts again. With L ranks per host and H hosts the network carries
+2(H − 1)/H of a 1/L share per rank, the fast links inside the hosts the rest.
+
+Each phase is built by a registered method on the part of the machine it runs on
+(`_compose.induced_topology`: a host's ranks, or a rail's ranks, with every switch and no other
+rank, so nothing relays through another host's GPU), verified there, and placed into the whole
+schedule (`_compose.embed`); phases overlap per chunk (`_compose.overlap`).
+
+Inner algorithms: inside a host, ``direct`` when every pair of its ranks has a switch route and the
+direct exchange loads no link more than a ring would over its R − 1 steps (an NVSwitch box: one
+step instead of L − 1), else ``ring`` (a DGX-1 box: its NVLink ring). Across hosts the same test
+picks ``direct`` or ``ring`` on the rail. Both choices are recorded in the schedule's params.
+
+Hosts come from the topology file (``ranks[].host``); a single host, ranks without a host or hosts
+of unequal sizes are not served (NotApplicable says which).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from synth.algorithms._channels import spread_routes
+from synth.algorithms._common import dispatcher
+from synth.algorithms._compose import connected, embed, induced_topology, overlap, parallel
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.routing import Router, ring_order, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+
+METHOD = "hierarchical"
+_EPS = 1e-9
+
+
+def host_ranks(topology: Topology) -> list[list[int]]:
+    """The ranks of every host, in file order; NotApplicable unless there are at least two hosts of
+    equal size."""
+    groups = topology.host_groups
+    if None in groups:
+        raise NotApplicable(f"hierarchical needs the host of every rank (ranks[].host) in {topology.name}")
+    if len(groups) < 2:
+        raise NotApplicable(f"hierarchical needs ranks on at least two hosts; {topology.name} has one")
+    sizes = sorted({len(r) for r in groups.values()})
+    if len(sizes) > 1:
+        raise NotApplicable(f"hierarchical needs hosts of equal size; {topology.name} has hosts of {sizes} ranks")
+    return [list(r) for r in groups.values()]
+
+
+def _load_ratio(topology: Topology, router: Router, pairs: list[tuple[int, int]]) -> float | None:
+    """Max over links of (transfers on it / bandwidth) when every pair moves one unit at once;
+    None if a pair has no switch route."""
+    load = np.zeros(len(topology.links), dtype=np.float64)
+    index = topology.link_index
+    for a, b in pairs:
+        route = router.routes_from(a).get(b)  # one search per source serves all its pairs
+        if route is None:
+            return None
+        nodes = [a, *route.via, b]
+        for u, v in itertools.pairwise(nodes):
+            load[index[(u, v)]] += 1.0
+    return float(np.max(load / topology.bandwidth_array)) if pairs else 0.0
+
+
+def inner_method(topology: Topology, groups: list[list[int]], parts: list[Topology]) -> str:
+    """``direct`` if the all-pairs exchange inside every group at once loads no link of
+    ``topology`` more (per byte) than the groups' rings do over their R − 1 steps, else ``ring``.
+    All groups are counted together: rails of a fat-tree share its spine links."""
+    n = len(groups[0])
+    if n == 1:
+        return "direct"
+    router = router_for(topology)
+    direct = _load_ratio(topology, router, [(a, b) for g in groups for a in g for b in g if a != b])
+    if direct is None:
+        return "ring"
+    hops = []
+    for group, part in zip(groups, parts):
+        order, linked = ring_order(part, router_for(part))
+        if not linked:
+            return "direct"
+        ranks = [group[i] for i in order]
+        hops.extend(zip(ranks, ranks[1:] + ranks[:1]))
+    ring = _load_ratio(topology, router, hops)
+    if ring is None:
+        return "direct"
+    return "direct" if direct <= (n - 1) * ring * (1 + _EPS) else "ring"
+
+
+def _part(topology: Topology, ranks: list[int], label: str) -> Topology:
+    sub = induced_topology(topology, ranks, f"{topology.name}/{label}")
+    if not connected(sub):
+        raise NotApplicable(f"hierarchical: the ranks of {label} ({ranks}) cannot reach each other without other ranks")
+    return sub
+
+
+def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    from synth.algorithms import synthesize  # the registry (verifies every inner schedule)
+
+    hosts = host_ranks(topology)
+    h_count, local = len(hosts), len(hosts[0])
+    k = collective.chunks_per_piece
+    if k % (h_count * local):
+        raise NotApplicable(
+            f"hierarchical allreduce splits the data over the {local} ranks of a host and again over the {h_count} "
+            f"hosts, so --chunks must be a multiple of the rank count {h_count * local} (got {k})"
+        )
+    share = k // local  # chunks that local rank ℓ owns after the first phase: ℓ·share … ℓ·share + share − 1
+    host_parts = [_part(topology, ranks, f"host{h}") for h, ranks in enumerate(hosts)]
+    rails = [[ranks[i] for ranks in hosts] for i in range(local)]
+    rail_parts = [_part(topology, ranks, f"rail{i}") for i, ranks in enumerate(rails)]
+    intra = inner_method(topology, hosts, host_parts)
+    inter = inner_method(topology, rails, rail_parts)
+    everything = np.arange(k, dtype=np.int64)
+
+    def in_hosts(kind: Kind) -> Schedule:
+        pieces = [
+            embed(synthesize(part, kind, intra, chunks=share), topology, collective, ranks, everything, METHOD)
+            for part, ranks in zip(host_parts, hosts)
+        ]
+        return parallel(pieces, collective, METHOD)
+
+    across = parallel(
+        [
+            embed(
+                synthesize(part, Kind.ALLREDUCE, inter, chunks=share),
+                topology,
+                collective,
+                ranks,
+                i * share + np.arange(share, dtype=np.int64),
+                METHOD,
+            )
+            for i, (part, ranks) in enumerate(zip(rail_parts, rails))
+        ],
+        collective,
+        METHOD,
+    )
+    params = {
+        "phases": ["reduce-scatter in hosts", "allreduce across hosts", "allgather in hosts"],
+        "hosts": h_count,
+        "ranks_per_host": local,
+        "intra": intra,
+        "inter": inter,
+        "host_ranks": hosts,
+    }
+    first = overlap(in_hosts(Kind.REDUCE_SCATTER), across, collective, METHOD)
+    # the rails were routed separately, each with the same hash-based choice of spine: spread them
+    return spread_routes(overlap(first, in_hosts(Kind.ALLGATHER), collective, METHOD, params), topology, router)
+
+
+BUILDERS = {Kind.ALLREDUCE: allreduce}
+COLLECTIVES = frozenset(BUILDERS)
+synthesize = dispatcher(METHOD, BUILDERS)

@@ -1,0 +1,170 @@
+"""``synth export msccl``, ``synth import msccl`` and ``synth topo import nccl``: other tools' formats.
+
+Thin commands over `synth.interop`: they read, call the library, write with
+`synth.fileio.write_text_atomic` (never over an input) and print one summary line; warnings go to
+standard error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from synth.builtin import builtin_path, get_topology
+from synth.cli._util import load_topology_arg
+from synth.errors import InputError
+from synth.fileio import write_text_atomic
+from synth.interop.msccl_export import DEFAULT_MAX_BYTES, export_msccl
+from synth.interop.msccl_import import import_msccl
+from synth.interop.msccl_xml import PROTOCOLS, algo_to_xml, parse_msccl
+from synth.interop.nccl_topology import import_nccl_topology
+from synth.schedule import load_schedule, save_schedule
+from synth.topology import topology_to_json
+from synth.units import parse_size
+from synth.verify import verify
+
+#: The topology an imported MSCCL algorithm runs on when none is given: the built-in NVSwitch box
+#: with that many GPUs (every GPU pair one hop through the switch, like the machines MSCCL targets).
+DEFAULT_NVSWITCH_BOX = {8: "dgx-a100", 16: "dgx2"}
+
+
+def _warn(lines) -> None:
+    for line in lines:
+        click.echo(f"synth: warning: {line}", err=True)
+
+
+def _size(option: str, text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise InputError("synth export msccl", option, text, str(exc)) from None
+
+
+# ======================================================================================= export
+@click.group("export", short_help="Write a schedule in another tool's format (MSCCL XML).")
+def export_group() -> None:
+    """Write a synth schedule in another tool's format."""
+
+
+@export_group.command("msccl")
+@click.argument("schedule")
+@click.option("-o", "--output", default=None, help="XML file to write (default: standard output).")
+@click.option("-t", "--topology", default=None, help="Topology file or built-in name (default: the built-in the schedule names).")
+@click.option("--channels", type=int, default=1, show_default=True, help="Channels to spread chunks over (chunk mod N).")
+@click.option("--proto", type=click.Choice(PROTOCOLS), default="Simple", show_default=True, help="NCCL protocol.")
+@click.option("--min-bytes", default="0", show_default=True, help="Smallest call size the runtime should use it for.")
+@click.option("--max-bytes", default=None, help="Largest call size (default: no limit, 2^63-1).")
+@click.option("--inplace/--outofplace", default=False, show_default=True, help="Buffer semantics of the algorithm.")
+@click.option("--name", default=None, help="Algorithm name (default: synth <collective> <method> on <topology>).")
+def export_msccl_cmd(schedule, output, topology, channels, proto, min_bytes, max_bytes, inplace, name):
+    """Export SCHEDULE as an MSCCL algorithm XML (MSCCL runtime, RCCL). The schedule is verified
+    first; the XML is executed symbolically before it is written."""
+    sched = load_schedule(schedule)
+    if topology is None:
+        if not sched.topology_name or not builtin_path(sched.topology_name).is_file():
+            raise InputError(schedule, "topology.name", sched.topology_name, "not a built-in topology; pass --topology FILE")
+        topo, topo_source = get_topology(sched.topology_name), str(builtin_path(sched.topology_name))
+    else:
+        topo, topo_source = load_topology_arg(topology)
+    result = verify(sched, topo)
+    if not result.ok:
+        click.echo(f"{schedule}: INVALID {sched.collective.describe()}: {result.violation}")
+        sys.exit(1)
+    lo = _size("--min-bytes", min_bytes)
+    hi = DEFAULT_MAX_BYTES if max_bytes is None else _size("--max-bytes", max_bytes)
+    exported = export_msccl(sched, channels=channels, proto=proto, min_bytes=lo, max_bytes=hi, inplace=inplace, name=name)
+    _warn(exported.notes)
+    text = algo_to_xml(exported.algo)
+    if output in (None, "-"):
+        click.echo(text, nl=False)
+        click.echo(f"exported {exported.summary()}", err=True)
+        return
+    write_text_atomic(output, text, protect=[schedule, topo_source])
+    click.echo(f"wrote {output}: {exported.summary()}")
+
+
+# ======================================================================================= import
+@click.group("import", short_help="Read another tool's schedule format (MSCCL XML).")
+def import_group() -> None:
+    """Read a schedule written by another tool."""
+
+
+@import_group.command("msccl")
+@click.argument("algo")
+@click.option("-o", "--output", required=True, help="Schedule file to write.")
+@click.option(
+    "-t",
+    "--topology",
+    default=None,
+    help="Topology file or built-in name (default: the built-in NVSwitch box with as many GPUs: dgx-a100 for 8, dgx2 for 16).",
+)
+@click.option("--root", type=int, default=None, help="Root of a rooted collective (default: inferred from the buffers it uses).")
+@click.option("--inplace/--outofplace", default=None, help="Buffer semantics (default: what the file declares).")
+def import_msccl_cmd(algo, output, topology, root, inplace):
+    """Import an MSCCL algorithm XML as a synth schedule: executed symbolically (deadlock, race and
+    result checks), turned into steps, verified, written."""
+    parsed, warnings = parse_msccl(algo)
+    if topology is None:
+        name = DEFAULT_NVSWITCH_BOX.get(parsed.ngpus)
+        if name is None:
+            raise InputError(
+                algo,
+                "algo.ngpus",
+                parsed.ngpus,
+                "no built-in NVSwitch box has that many GPUs; pass --topology (e.g. synth topo gen nvswitch --gpus N -o t.json)",
+            )
+        topo, topo_source = get_topology(name), str(builtin_path(name))
+    else:
+        topo, topo_source = load_topology_arg(topology)
+    result = import_msccl(parsed, topo, inplace=inplace, root=root, warnings=warnings)
+    _warn(result.warnings)
+    save_schedule(result.schedule, output, protect=[algo, topo_source])
+    click.echo(f"wrote {output}: {result.summary()}; verified")
+
+
+# ================================================================================ topo import
+@click.group("import", short_help="Build a topology from another tool's description (NCCL dump).")
+def topo_import_group() -> None:
+    """Build a topology file from another tool's description of a machine."""
+
+
+@topo_import_group.command("nccl")
+@click.argument("system_xml")
+@click.option("-o", "--output", default=None, help="Topology file to write (default: standard output).")
+@click.option("--hosts", type=int, default=1, show_default=True, help="Replicate the machine into this many hosts.")
+@click.option(
+    "--network",
+    type=click.Choice(["single", "rails"]),
+    default="single",
+    show_default=True,
+    help="Join the hosts' NICs through one switch, or one switch per rail (i-th NIC of every host).",
+)
+@click.option("--nvlink-bandwidth", type=float, default=None, help="GB/s per NVLink instead of NCCL's per-generation figure.")
+@click.option("--nvlink-only", is_flag=True, help="Keep GPUs and NVLink/NVSwitch only (no PCIe, CPUs, NICs); one host.")
+@click.option("--name", default=None, help="Topology name (default: the file's name).")
+def topo_import_nccl_cmd(system_xml, output, hosts, network, nvlink_bandwidth, nvlink_only, name):
+    """Import an NCCL topology dump (NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE) as a topology file."""
+    imported = import_nccl_topology(
+        system_xml, hosts=hosts, network=network, name=name, nvlink_bandwidth=nvlink_bandwidth, nvlink_only=nvlink_only
+    )
+    _warn(imported.warnings)
+    text = topology_to_json(imported.topology)
+    if output in (None, "-"):
+        click.echo(text, nl=False)
+        click.echo(f"imported {imported.summary()}", err=True)
+        return
+    write_text_atomic(output, text, protect=[system_xml])
+    click.echo(f"wrote {output}: {imported.summary()}")
+
+
+def register(main: click.Group) -> None:
+    """Add ``export``, ``import`` and ``topo import`` to the command line."""
+    main.add_command(export_group)
+    main.add_command(import_group)
+    topo = main.commands.get("topo")
+    if isinstance(topo, click.Group):
+        topo.add_command(topo_import_group)
+
+
+__all__ = ["register"]

@@ -1,0 +1,563 @@
+"""An NCCL topology dump (``NCCL_TOPO_DUMP_FILE``, ``NCCL_TOPO_FILE``) → a `synth` topology.
+
+NCCL writes what it detected as ``<system>``: CPUs (NUMA nodes) holding a PCIe tree of ``<pci>``
+devices (bridges, GPUs, NICs), GPUs with their ``<nvlink>`` rows, NICs with their ``<net>`` ports.
+This module reads it the way NCCL does and builds a topology with NCCL's own figures:
+
+- **GPUs** are ranks, ordered by their ``rank`` attribute (``dev`` when ranks are missing or
+  repeated).
+- **PCIe**: every ``<pci>`` bridge is a switch node; each device is linked to its parent at
+  ``link_width × per-lane / 80`` GB/s, per lane 15, 30, 60, 120, 240, 480 for 2.5 … 64 GT/s. The
+  old (``"16 GT/s"``) and new (``"16.0 GT/s PCIe"``) kernel spellings are both read; an empty or
+  unknown speed counts as NCCL's fallback (60, Gen3) and a width of 0 as 16, as NCCL does (VMs
+  report both). α 0.5 µs per PCIe link.
+- **CPUs** are switch nodes, every pair joined by the inter-socket link NCCL assumes for the CPU:
+  Intel by model (Broadwell and older 6, Skylake 10, Sapphire Rapids 22, Emerald Rapids 40 GB/s),
+  AMD 16, POWER9 32, ARM 6; α 1 µs.
+- **NVLink**: per link by GPU generation (``sm``): 60 → 18, 70 → 20, 80 → 20, 86 → 12,
+  90 → 20.6, 100 → 40.1 GB/s. Rows whose target is an NVSwitch (``tclass 0x068000``) go to one
+  switch node per host standing for all NVSwitch chips, at ``count`` × per-link (the rows add up:
+  12 links on an HGX A100, 18 on an H100 or on the B200 VM's single hidden target); α 0.35 µs per
+  link. Rows whose target is another GPU (``tclass 0x03…``, DGX-1, NVLink bridges) are directed
+  GPU-to-GPU links of ``count`` × per-link; α 0.7 µs.
+- **NICs**: a ``<nic>`` (under its PCIe device, or directly under a CPU) is a switch node; its
+  ports' ``speed`` (Mb/s) add up to its network bandwidth (÷ 8000 for GB/s). A NIC directly under a
+  CPU is linked to it at that bandwidth.
+
+``hosts`` > 1 replicates the machine (hosts ``node0`` …, names prefixed ``n0-`` …) and joins the
+NICs through the network: one switch for all NICs (``network="single"``), or one switch per rail
+(``"rails"``: the i-th NIC of every host on rail switch i, as rail-optimized clusters are cabled;
+rails are not joined to each other); α 1.3 µs NIC to switch. With one host the NICs lead nowhere.
+
+Elements NCCL's format has but synth does not use, and unknown elements, are skipped with a
+warning; malformed XML or a missing essential attribute is an `InputError` naming the element.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from synth.errors import InputError
+from synth.generators import _Doc
+from synth.topology import Topology
+
+PCIE_LATENCY = 0.5
+INTER_CPU_LATENCY = 1.0
+NVSWITCH_LATENCY = 0.35
+NVLINK_LATENCY = 0.7
+NIC_NETWORK_LATENCY = 1.3
+
+#: Per-lane PCIe speed in units of 100 Mb/s, as NCCL reads ``link_speed`` (prefix match, like NCCL).
+PCIE_LANE_SPEED = (
+    ("2.5 GT/s PCIe", 15),
+    ("5.0 GT/s PCIe", 30),
+    ("8.0 GT/s PCIe", 60),
+    ("16.0 GT/s PCIe", 120),
+    ("32.0 GT/s PCIe", 240),
+    ("64.0 GT/s PCIe", 480),
+    ("2.5 GT/s", 15),
+    ("5 GT/s", 30),
+    ("8 GT/s", 60),
+    ("16 GT/s", 120),
+    ("32 GT/s", 240),
+    ("64 GT/s", 480),
+)
+PCIE_FALLBACK_LANE_SPEED = 60
+
+TCLASS_NVSWITCH = "0x068000"
+TCLASS_CPU = "0x068001"
+
+# classes NCCL treats specially when a <pci> has no <gpu>/<nic> child
+_NVSWITCH_CLASS = "0x068000"
+
+
+def nvlink_bandwidth_for_sm(sm: int) -> float:
+    """GB/s per NVLink per direction that NCCL assumes for a GPU of compute capability ``sm``."""
+    if sm < 70:
+        return 18.0
+    if sm < 80:
+        return 20.0
+    if sm == 86:
+        return 12.0
+    if sm < 90:
+        return 20.0
+    if sm < 100:
+        return 20.6
+    return 40.1
+
+
+def pcie_bandwidth(link_speed: str | None, link_width: str | None) -> tuple[float, bool]:
+    """(GB/s, whether the speed was recognized) for a ``<pci>`` element's link attributes."""
+    try:
+        width = int((link_width or "").strip() or 0)
+    except ValueError:
+        width = 0
+    if width <= 0:
+        width = 16
+    text = (link_speed or "").strip()
+    for prefix, lane in PCIE_LANE_SPEED:
+        if text.startswith(prefix):
+            return _gbps(width * lane / 80.0), True
+    return _gbps(width * PCIE_FALLBACK_LANE_SPEED / 80.0), text == ""
+
+
+def inter_cpu_bandwidth(arch: str, vendor: str, family: int | None, model: int | None) -> tuple[float, str]:
+    """(GB/s, what NCCL calls it) for the link between two CPU sockets of this kind."""
+    arch = arch.lower()
+    if arch.startswith("ppc"):
+        return 32.0, "POWER9"
+    if arch.startswith("arm") or arch.startswith("aarch"):
+        return 6.0, "ARM"
+    if vendor == "GenuineIntel":
+        if family == 6 and model is not None:
+            if model >= 0xCF:
+                return 40.0, "Intel Emerald Rapids UPI"
+            if model >= 0x8F:
+                return 22.0, "Intel Sapphire Rapids UPI"
+            if model >= 0x55:
+                return 10.0, "Intel Skylake-or-later UPI"
+        return 6.0, "Intel Broadwell QPI"
+    if vendor == "AuthenticAMD":
+        return 16.0, "AMD Infinity Fabric"
+    if vendor in ("CentaurHauls", "  Shanghai  "):
+        return 6.0, "Zhaoxin ZPI"
+    return 10.0, "unknown CPU (assumed 10 GB/s)"
+
+
+def _gbps(value: float) -> float:
+    """Bandwidths rounded to 1e-9 GB/s so that sums of per-link figures compare equal."""
+    return round(value, 9)
+
+
+def _busid_key(text: str) -> tuple:
+    """Bus ids compared as numbers, so ``0000:0c:00.0`` and ``0:c:0.0`` are one device."""
+    try:
+        domain_bus, devfn = text.strip().lower().rsplit(":", 1)
+        domain, bus = domain_bus.split(":") if domain_bus.count(":") == 1 else ("0", domain_bus)
+        dev, fn = devfn.split(".")
+        return (int(domain, 16), int(bus, 16), int(dev, 16), int(fn, 16))
+    except ValueError:
+        return (text.strip().lower(),)
+
+
+# ======================================================================================== model
+@dataclass
+class _Gpu:
+    busid: str
+    rank: int | None
+    dev: int | None
+    sm: int
+    parent: str  # node name (host-local) of the PCIe parent
+    pcie: float
+    cpu: str
+    nvlinks: list[tuple[str, int, str]] = field(default_factory=list)  # (target busid, count, tclass)
+    name: str = ""
+
+
+@dataclass
+class _Nic:
+    name: str
+    parent: str
+    uplink: float  # GB/s to the parent
+    speed: float  # GB/s to the network (sum of ports)
+    ports: int
+
+
+@dataclass
+class _Host:
+    """One machine as read from the dump (names are local, without the host prefix)."""
+
+    cpus: list[tuple[str, float, str]] = field(default_factory=list)  # (name, inter-cpu GB/s, kind)
+    switches: list[str] = field(default_factory=list)
+    links: list[tuple[str, str, float, float]] = field(default_factory=list)  # duplex (a, b, GB/s, us)
+    gpus: list[_Gpu] = field(default_factory=list)
+    nics: list[_Nic] = field(default_factory=list)
+
+
+class _Reader:
+    def __init__(self, source: str, warnings: list[str]):
+        self.source = source
+        self.warnings = warnings
+        self.host = _Host()
+        self.names: set[str] = set()
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(f"{self.source}: {text}")
+
+    def attr_int(self, elem: ET.Element, key: str, where: str, default: int | None = None) -> int | None:
+        raw = elem.get(key)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            return int(raw.strip(), 0)
+        except ValueError:
+            raise InputError(self.source, f"{where}.{key}", raw, "expected an integer") from None
+
+    def unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}-{k}"
+        self.names.add(name)
+        return name
+
+    # ----------------------------------------------------------------------------- elements
+    def system(self, root: ET.Element) -> None:
+        if root.tag != "system":
+            raise InputError(self.source, "(root element)", root.tag, "expected <system> (an NCCL topology file)")
+        version = root.get("version")
+        if version not in (None, "1"):
+            self.warn(f"<system version={version!r}>: only version 1 (NVIDIA NCCL) is known; reading what matches it")
+        cpu_index = 0
+        for child in root:
+            if child.tag == "cpu":
+                self.cpu(child, cpu_index)
+                cpu_index += 1
+            else:
+                self.warn(f"skipped unknown element <{child.tag}> in <system>")
+        if not self.host.gpus:
+            raise InputError(self.source, "system", None, "the dump has no <gpu>", show_value=False)
+
+    def cpu(self, elem: ET.Element, index: int) -> None:
+        where = f"cpu[{index}]"
+        numa = self.attr_int(elem, "numaid", where, index)
+        name = self.unique(f"cpu{numa}")
+        family = self.attr_int(elem, "familyid", where)
+        model = self.attr_int(elem, "modelid", where)
+        bw, kind = inter_cpu_bandwidth(elem.get("arch", "x86_64"), elem.get("vendor", ""), family, model)
+        if kind.startswith("unknown"):
+            self.warn(
+                f"{where}: unknown CPU (arch {elem.get('arch')!r}, vendor {elem.get('vendor')!r}); "
+                "inter-socket link assumed 10 GB/s"
+            )
+        self.host.cpus.append((name, bw, kind))
+        self.host.switches.append(name)
+        for child in elem:
+            if child.tag == "pci":
+                self.pci(child, name, name, f"{where}.pci")
+            elif child.tag == "nic":
+                self.nic(child, name, None, f"{where}.nic")
+            else:
+                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+
+    def pci(self, elem: ET.Element, parent: str, cpu: str, where: str) -> None:
+        busid = elem.get("busid")
+        if not busid:
+            raise InputError(self.source, f"{where}.busid", None, "a <pci> element needs a busid")
+        where = f"pci[{busid}]"
+        bw, known = pcie_bandwidth(elem.get("link_speed"), elem.get("link_width"))
+        if not known:
+            self.warn(
+                f"{where}: unrecognized link_speed {elem.get('link_speed')!r}; "
+                f"counted as {PCIE_FALLBACK_LANE_SPEED / 10:g} Gb/s per lane (NCCL's fallback)"
+            )
+        gpus = [c for c in elem if c.tag == "gpu"]
+        nics = [c for c in elem if c.tag == "nic"]
+        subs = [c for c in elem if c.tag == "pci"]
+        for child in elem:
+            if child.tag not in ("gpu", "nic", "pci"):
+                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+        if gpus:
+            if len(gpus) > 1:
+                self.warn(f"{where}: several <gpu> in one device; using the first")
+            self.gpu(gpus[0], busid, parent, bw, cpu, where)
+            return
+        if nics:
+            for nic in nics:
+                self.nic(nic, parent, bw, f"{where}.nic")
+            return
+        if not subs:
+            cls = (elem.get("class") or "").lower()
+            if cls.startswith("0x03"):
+                self.warn(f"{where}: a display device without <gpu>; skipped")
+            return  # leaf devices (NVSwitch management ports, empty bridges) carry no collective traffic
+        name = self.unique(f"pci{busid.lower()}")
+        self.host.switches.append(name)
+        self.host.links.append((name, parent, bw, PCIE_LATENCY))
+        for sub in subs:
+            self.pci(sub, name, cpu, where)
+
+    def gpu(self, elem: ET.Element, busid: str, parent: str, bw: float, cpu: str, where: str) -> None:
+        where = f"{where}.gpu"
+        sm = self.attr_int(elem, "sm", where)
+        if sm is None:
+            raise InputError(self.source, f"{where}.sm", None, "a <gpu> needs its compute capability (sm)")
+        gpu = _Gpu(busid, self.attr_int(elem, "rank", where), self.attr_int(elem, "dev", where), sm, parent, bw, cpu)
+        for child in elem:
+            if child.tag != "nvlink":
+                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+                continue
+            target = child.get("target")
+            count = self.attr_int(child, "count", f"{where}.nvlink", 1) or 0
+            tclass = (child.get("tclass") or "").lower()
+            if not target or count <= 0:
+                self.warn(f"{where}.nvlink: missing target or count; skipped")
+                continue
+            gpu.nvlinks.append((target, count, tclass))
+        self.host.gpus.append(gpu)
+
+    def nic(self, elem: ET.Element, parent: str, uplink: float | None, where: str) -> None:
+        nets = []
+        for child in elem:
+            if child.tag != "net":
+                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+                continue
+            speed = self.attr_int(child, "speed", f"{where}.net")
+            if speed is None or speed <= 0:
+                self.warn(f"{where}.net {child.get('name')!r}: no speed; skipped")
+                continue
+            nets.append((child.get("name") or f"net{len(nets)}", speed / 8000.0))
+        if not nets:
+            self.warn(f"{where}: a <nic> without usable <net> ports; skipped")
+            return
+        total = _gbps(sum(s for _, s in nets))
+        name = self.unique(f"nic-{nets[0][0]}")
+        self.host.nics.append(_Nic(name, parent, total if uplink is None else uplink, total, len(nets)))
+        self.host.switches.append(name)
+
+
+# ================================================================================== building
+@dataclass
+class NcclTopologyImport:
+    """The topology and what was noticed on the way."""
+
+    topology: Topology
+    warnings: list[str]
+    gpus_per_host: int
+    nvlink_per_link: dict[int, float]
+    cpu_kind: str
+
+    def summary(self) -> str:
+        t = self.topology
+        hosts = len(set(t.hosts))
+        return f"{t.name}: {t.num_ranks} ranks on {hosts} host(s), {len(t.switches)} switches, {len(t.links)} directed links"
+
+
+def import_nccl_topology_text(
+    text: str,
+    source: str = "<nccl topology>",
+    *,
+    hosts: int = 1,
+    network: str = "single",
+    name: str | None = None,
+    nvlink_bandwidth: float | None = None,
+    nvlink_only: bool = False,
+) -> NcclTopologyImport:
+    """Build a topology from NCCL topology XML text (see the module docstring).
+
+    ``nvlink_bandwidth`` (GB/s per link) replaces NCCL's per-generation figure, e.g. 25 to use the
+    datasheet's NVLink2/3 rate as synth's built-ins do. ``nvlink_only`` keeps the GPUs and their
+    NVLinks/NVSwitch only (no PCIe, CPUs or NICs), the fabric that synth's NVLink built-ins
+    describe; one host only."""
+    if nvlink_only and hosts > 1:
+        raise InputError(
+            "--nvlink-only", "hosts", hosts, "the NICs that join hosts hang off PCIe; use --nvlink-only for one host"
+        )
+    if hosts < 1:
+        raise InputError("--hosts", "hosts", hosts, "must be at least 1")
+    if network not in ("single", "rails"):
+        raise InputError("--network", "network", network, "expected 'single' or 'rails'")
+    if nvlink_bandwidth is not None and nvlink_bandwidth <= 0:
+        raise InputError("--nvlink-bandwidth", "bandwidth", nvlink_bandwidth, "must be a positive number (GB/s per link)")
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        line, col = exc.position
+        reason = re.sub(r": line \d+, column \d+$", "", str(exc))
+        raise InputError(source, f"line {line} column {col + 1}", None, f"malformed XML ({reason})", show_value=False) from None
+    warnings: list[str] = []
+    reader = _Reader(source, warnings)
+    reader.system(root)
+    host = reader.host
+
+    # rank order: by NCCL rank when every GPU has a distinct one, else by dev, else file order
+    gpus = host.gpus
+    ranks = [g.rank for g in gpus]
+    devs = [g.dev for g in gpus]
+    if None not in ranks and len(set(ranks)) == len(ranks):
+        gpus.sort(key=lambda g: g.rank)
+    elif None not in devs and len(set(devs)) == len(devs):
+        gpus.sort(key=lambda g: g.dev)
+        warnings.append(f"{source}: GPU rank attributes missing or repeated; ranks follow dev numbers")
+    for i, g in enumerate(gpus):
+        g.name = f"gpu{i}"
+    by_busid = {_busid_key(g.busid): g for g in gpus}
+
+    # NVLinks
+    nvswitch_links: dict[str, float] = {}
+    gpu_links: list[tuple[str, str, float]] = []
+    cpu_links: list[tuple[str, str, float]] = []
+    per_link: dict[int, float] = {}
+    for g in gpus:
+        bw = nvlink_bandwidth if nvlink_bandwidth is not None else nvlink_bandwidth_for_sm(g.sm)
+        per_link[g.sm] = bw
+        for target, count, tclass in g.nvlinks:
+            if tclass == TCLASS_NVSWITCH:
+                nvswitch_links[g.name] = _gbps(nvswitch_links.get(g.name, 0.0) + count * bw)
+            elif tclass.startswith("0x03"):
+                peer = by_busid.get(_busid_key(target))
+                if peer is None or peer is g:
+                    warnings.append(
+                        f"{source}: {g.name} ({g.busid}) has an NVLink to {target}, which is not another GPU of the dump; skipped"
+                    )
+                    continue
+                gpu_links.append((g.name, peer.name, _gbps(count * bw)))
+            elif tclass == TCLASS_CPU:
+                cpu_links.append((g.name, g.cpu, _gbps(count * bw)))
+            else:
+                warnings.append(f"{source}: {g.name}: NVLink to {target} of unknown class {tclass!r}; skipped")
+
+    if nvlink_only:
+        if not (nvswitch_links or gpu_links):
+            raise InputError(source, "system", None, "--nvlink-only: the dump has no NVLink between GPUs", show_value=False)
+        if cpu_links:
+            warnings.append(f"{source}: --nvlink-only leaves out the {len(cpu_links)} NVLink(s) to CPUs")
+    cpu_bw = {name: bw for name, bw, _ in host.cpus}
+    kinds = sorted({kind for _, _, kind in host.cpus})
+    base = Path(source).stem if not source.startswith("<") else "nccl-import"
+    topo_name = name or (base if hosts == 1 else f"{base}-x{hosts}")
+    if hosts > 1 and not host.nics:
+        raise InputError(source, "system", None, "--hosts needs NICs to join the hosts, and the dump has none", show_value=False)
+    desc = _description(source, gpus, host, nvswitch_links, gpu_links, per_link, kinds, hosts, network, nvlink_bandwidth)
+    if nvlink_only:
+        desc = _description(source, gpus, _Host(), nvswitch_links, gpu_links, per_link, [], 1, network, nvlink_bandwidth)
+        desc = desc[:-1] + "; NVLink only: PCIe, CPUs and NICs left out."
+        host.switches, host.links, host.nics, host.cpus = [], [], [], []
+        cpu_links = []
+    doc = _Doc(topo_name, desc)
+    net_switches: list[str] = []
+    if hosts > 1:
+        if network == "single":
+            net_switches = [doc.switch("net")]
+        else:
+            net_switches = [doc.switch(f"rail{i}") for i in range(len(host.nics))]
+    for h in range(hosts):
+        prefix = f"n{h}-" if hosts > 1 else ""
+        hostname = f"node{h}"
+
+        def n(local: str, prefix: str = prefix) -> str:
+            return prefix + local
+
+        for g in gpus:
+            doc.rank(n(g.name), hostname)
+        for sw in host.switches:
+            doc.switch(n(sw), hostname)
+        if nvswitch_links:
+            doc.switch(n("nvswitch"), hostname)
+        for a, b, bw, lat in host.links:
+            doc.link(n(a), n(b), bw, lat)
+        for g in gpus:
+            if not nvlink_only:
+                doc.link(n(g.name), n(g.parent), g.pcie, PCIE_LATENCY)
+        for nic in host.nics:
+            doc.link(n(nic.name), n(nic.parent), nic.uplink, PCIE_LATENCY)
+        for i, (a, _, _) in enumerate(host.cpus):
+            for b, _, _ in host.cpus[i + 1 :]:
+                doc.link(n(a), n(b), min(cpu_bw[a], cpu_bw[b]), INTER_CPU_LATENCY)
+        for gname, bw in nvswitch_links.items():
+            doc.link(n(gname), n("nvswitch"), bw, NVSWITCH_LATENCY)
+        for a, b, bw in gpu_links:
+            doc.link(n(a), n(b), bw, NVLINK_LATENCY, duplex=False)
+        for a, b, bw in cpu_links:
+            doc.link(n(a), n(b), bw, NVLINK_LATENCY)
+        for i, nic in enumerate(host.nics):
+            if net_switches:
+                sw = net_switches[0] if network == "single" else net_switches[i]
+                doc.link(n(nic.name), sw, nic.speed, NIC_NETWORK_LATENCY)
+    try:
+        topology = doc.build()
+    except InputError as exc:
+        if not nvlink_only:
+            raise
+        raise InputError(
+            source, "nvlink", None, f"--nvlink-only: NVLinks alone do not join every GPU ({exc.reason})", show_value=False
+        ) from None
+    return NcclTopologyImport(topology, warnings, len(gpus), per_link, ", ".join(kinds))
+
+
+def import_nccl_topology(path: str | Path, **kwargs) -> NcclTopologyImport:
+    """Read an NCCL topology file (see `import_nccl_topology_text`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "", None, "no such file", show_value=False) from None
+    except IsADirectoryError:
+        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
+    return import_nccl_topology_text(text, str(path), **kwargs)
+
+
+def _description(source, gpus, host, nvswitch_links, gpu_links, per_link, kinds, hosts, network, override) -> str:
+    sms = sorted({g.sm for g in gpus})
+    parts = [f"Imported from the NCCL topology dump {Path(source).name}: {len(gpus)} GPUs (sm {', '.join(map(str, sms))})"]
+    if host.cpus:
+        parts.append(f"{len(host.cpus)} CPU socket(s) ({'; '.join(kinds)})")
+    if nvswitch_links:
+        lo, hi = min(nvswitch_links.values()), max(nvswitch_links.values())
+        rate = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+        parts.append(f"NVSwitch: one switch node, {rate} GB/s per GPU")
+    if gpu_links:
+        parts.append(f"{len(gpu_links)} direct GPU-to-GPU NVLink rows")
+    if nvswitch_links or gpu_links:
+        figure = ", ".join(f"sm {sm}: {bw:g}" for sm, bw in sorted(per_link.items()))
+        parts.append(f"NVLink GB/s per link {'(given) ' if override else '(NCCL) '}{figure}")
+    pci_switches = sum(1 for s in host.switches if s.startswith("pci"))
+    if host.cpus:
+        parts.append(f"{pci_switches} PCIe switch node(s)")
+    if host.nics:
+        speeds = ", ".join(f"{nic.speed:g}" for nic in host.nics)
+        parts.append(f"{len(host.nics)} NIC(s) at {speeds} GB/s")
+    if hosts > 1:
+        parts.append(f"{hosts} hosts joined by {'one network switch' if network == 'single' else 'one switch per rail'}")
+    if host.cpus:
+        parts.append(
+            f"alpha: PCIe {PCIE_LATENCY:g}, inter-socket {INTER_CPU_LATENCY:g}, NVSwitch link {NVSWITCH_LATENCY:g}, "
+            f"GPU-GPU NVLink {NVLINK_LATENCY:g}, NIC to network {NIC_NETWORK_LATENCY:g} us"
+        )
+    else:
+        parts.append(f"alpha: NVSwitch link {NVSWITCH_LATENCY:g}, GPU-GPU NVLink {NVLINK_LATENCY:g} us")
+    return "; ".join(parts) + "."
+
+
+# ================================================================================ comparisons
+@dataclass(frozen=True)
+class TopologyFigures:
+    """Figures to compare two descriptions of one machine (an import and a hand-written file):
+    per-rank ingress/egress (GB/s), the best route's bottleneck for every ordered rank pair (0
+    where only a relay through ranks reaches), and the ring synth's ring algorithms use with its
+    narrowest hop."""
+
+    ingress: tuple[float, ...]
+    egress: tuple[float, ...]
+    pair_bandwidth: tuple[tuple[float, ...], ...]
+    ring: tuple[int, ...]
+    ring_bottleneck: float
+
+
+def topology_figures(topology: Topology) -> TopologyFigures:
+    """`TopologyFigures` of a topology."""
+    from synth.routing import ring_order, router_for
+
+    router = router_for(topology)
+    n = topology.num_ranks
+    pairs = []
+    for a in range(n):
+        row = []
+        for b in range(n):
+            route = router.route(a, b) if a != b else None
+            row.append(0.0 if route is None else _gbps(route.bottleneck))
+        pairs.append(tuple(row))
+    order, _ = ring_order(topology, router)
+    hops = [pairs[a][b] for a, b in zip(order, order[1:] + order[:1])] if n > 1 else [0.0]
+    return TopologyFigures(
+        tuple(_gbps(topology.rank_ingress(r)) for r in range(n)),
+        tuple(_gbps(topology.rank_egress(r)) for r in range(n)),
+        tuple(pairs),
+        tuple(order),
+        min(hops),
+    )

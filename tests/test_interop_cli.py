@@ -1,0 +1,176 @@
+"""``synth export msccl``, ``synth import msccl``, ``synth topo import nccl``: outputs, one-line
+errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from synth.cli import main
+
+from .conftest import REPO
+
+DATA = Path(__file__).parent / "data"
+RING = str(REPO / "generated" / "dgx1" / "allreduce-ring.json")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_help_lists_the_commands():
+    out = invoke("--help").output
+    assert "  export " in out and "  import " in out
+    assert "  import " in invoke("topo", "--help").output
+
+
+def test_export_then_import_round_trip(tmp_path):
+    xml = tmp_path / "ar.xml"
+    r = invoke("export", "msccl", RING, "-o", str(xml), "--channels", "2", "--proto", "LL128", "--max-bytes", "1M")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith(
+        f"wrote {xml}: synth allreduce ring on dgx1: allreduce on 8 GPUs, out of place, LL128, 2 channel(s)"
+    )
+    head = xml.read_text().splitlines()[0]
+    assert 'minBytes="0" maxBytes="1048576"' in head and 'outofplace="1"' in head
+    back = tmp_path / "back.json"
+    r = invoke("import", "msccl", str(xml), "-o", str(back), "--topology", "dgx1")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.strip().endswith("-> 14 steps, 112 transfers on dgx1; verified")
+    r = invoke("verify", str(back))
+    assert r.exit_code == 0 and r.stdout.startswith("OK allreduce on 8 ranks")
+
+
+def test_export_to_standard_output():
+    r = invoke("export", "msccl", RING, "--inplace")
+    assert r.exit_code == 0
+    assert r.stdout.startswith('<algo name="synth allreduce ring on dgx1"') and r.stdout.endswith("</algo>\n")
+    assert r.stderr.startswith("exported synth allreduce ring on dgx1")
+
+
+def test_export_refuses_an_invalid_schedule(tmp_path):
+    doc = json.loads(Path(RING).read_text())
+    doc["steps"][3] = doc["steps"][3][1:]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = invoke("export", "msccl", str(bad), "-o", str(tmp_path / "x.xml"))
+    assert r.exit_code == 1 and "INVALID allreduce" in r.stdout
+    assert not (tmp_path / "x.xml").exists()
+
+
+def test_export_bad_options_exit_2(tmp_path):
+    for args, message in (
+        (["--channels", "0"], "--channels: channels = 0: must be 1 … 32"),
+        (["--min-bytes", "lots"], '--min-bytes = "lots"'),
+        (["--min-bytes", "2M", "--max-bytes", "1M"], "need 0 <= min-bytes <= max-bytes"),
+        (["-o", RING], "is also an input of this command"),
+    ):
+        r = invoke("export", "msccl", RING, *args)
+        assert r.exit_code == 2, args
+        assert message in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_import_real_files_default_topology(tmp_path):
+    for path in sorted(DATA.glob("msccl-*.xml")):
+        out = tmp_path / f"{path.stem}.json"
+        r = invoke("import", "msccl", str(path), "-o", str(out))
+        assert r.exit_code == 0, r.stderr
+        assert "on dgx-a100; verified" in r.stdout
+        assert invoke("verify", str(out)).exit_code == 0
+
+
+def test_import_errors(tmp_path):
+    ring8 = tmp_path / "ring8.json"
+    assert invoke("topo", "gen", "ring", "--ranks", "8", "-o", str(ring8)).exit_code == 0
+    r = invoke(
+        "import", "msccl", str(DATA / "msccl-allreduce-small-ll-8gpu.xml"), "-o", str(tmp_path / "s.json"), "-t", str(ring8)
+    )
+    assert r.exit_code == 2 and "has no link or switch path" in r.stderr
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<algo name='x'")
+    r = invoke("import", "msccl", str(bad), "-o", str(tmp_path / "s.json"))
+    assert r.exit_code == 2 and r.stderr.startswith(f"synth: error: {bad}: line 1 column")
+    # a broken algorithm: drop the last receive of the ring
+    text = (DATA / "msccl-allreduce-ring-8gpu.xml").read_text().splitlines()
+    idx = max(i for i, line in enumerate(text) if 'type="r"' in line)
+    broken = tmp_path / "broken.xml"
+    broken.write_text("\n".join(text[:idx] + text[idx + 1 :]))
+    r = invoke("import", "msccl", str(broken), "-o", str(tmp_path / "s.json"))
+    assert r.exit_code == 1 and "INVALID" in r.stderr
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_import_needs_a_topology_for_unusual_sizes(tmp_path):
+    ring4 = tmp_path / "ring4.json"
+    sched = tmp_path / "ag.json"
+    xml = tmp_path / "ag.xml"
+    assert invoke("topo", "gen", "ring", "--ranks", "4", "-o", str(ring4)).exit_code == 0
+    assert invoke("synthesize", str(ring4), "-c", "allgather", "-o", str(sched)).exit_code == 0
+    assert invoke("export", "msccl", str(sched), "-t", str(ring4), "-o", str(xml)).exit_code == 0
+    r = invoke("import", "msccl", str(xml), "-o", str(tmp_path / "s.json"))
+    assert r.exit_code == 2 and "no built-in NVSwitch box has that many GPUs; pass --topology" in r.stderr
+    r = invoke("import", "msccl", str(xml), "-o", str(tmp_path / "s.json"), "-t", str(ring4))
+    assert r.exit_code == 0 and r.stdout.strip().endswith("-> 3 steps, 12 transfers on ring4; verified")
+
+
+def test_topo_import_nccl(tmp_path):
+    out = tmp_path / "hgx.json"
+    r = invoke(
+        "topo", "import", "nccl", str(DATA / "nccl-hgx-a100-8gpu.xml"), "-o", str(out), "--hosts", "2", "--network", "rails"
+    )
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == f"wrote {out}: nccl-hgx-a100-8gpu-x2: 16 ranks on 2 host(s), 61 switches, 188 directed links\n"
+    r = invoke("topo", "show", str(out))
+    assert r.exit_code == 0 and "ranks: 16 on 2 host(s)" in r.stdout
+    r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--name", "rtx")
+    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "rtx"
+
+
+def test_topo_import_nccl_errors_and_warnings(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<system><cpu>")
+    r = invoke("topo", "import", "nccl", str(bad), "-o", str(tmp_path / "t.json"))
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "malformed XML" in r.stderr
+    odd = tmp_path / "odd.xml"
+    odd.write_text((DATA / "nccl-rtx3090-pcie-8gpu.xml").read_text().replace("</system>", "<gin/></system>"))
+    r = invoke("topo", "import", "nccl", str(odd), "-o", str(tmp_path / "t.json"))
+    assert r.exit_code == 0 and r.stderr == f"synth: warning: {odd}: skipped unknown element <gin> in <system>\n"
+    r = invoke("topo", "import", "nccl", str(odd), "-o", str(odd))
+    assert r.exit_code == 2 and "is also an input" in r.stderr
+
+
+def test_exit_codes_through_a_real_process(tmp_path):
+    out = tmp_path / "a.xml"
+    p = subprocess.run(
+        [sys.executable, "-m", "synth", "export", "msccl", RING, "-o", str(out)], capture_output=True, text=True, cwd=REPO
+    )
+    assert p.returncode == 0 and out.is_file()
+    p = subprocess.run(
+        [sys.executable, "-m", "synth", "import", "msccl", str(tmp_path / "missing.xml"), "-o", str(tmp_path / "s.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and p.stderr == f"synth: error: {tmp_path / 'missing.xml'}: no such file\n"
+
+
+def test_topo_import_nccl_nvlink_only(tmp_path):
+    out = tmp_path / "dgx1.json"
+    r = invoke(
+        "topo",
+        "import",
+        "nccl",
+        str(DATA / "nccl-dgx1-v100-8gpu.xml"),
+        "--nvlink-only",
+        "--nvlink-bandwidth",
+        "25",
+        "-o",
+        str(out),
+    )
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == f"wrote {out}: nccl-dgx1-v100-8gpu: 8 ranks on 1 host(s), 0 switches, 32 directed links\n"
+    r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--nvlink-only")
+    assert r.exit_code == 2 and "the dump has no NVLink between GPUs" in r.stderr

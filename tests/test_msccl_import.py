@@ -1,0 +1,337 @@
+"""MSCCL XML: reading and writing the format, and importing algorithms as verified schedules.
+
+The real files (tests/data/msccl-*.xml, see tests/data/SOURCES.md) must all import and verify;
+small hand-written algorithms check each rule of the symbolic execution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from synth import generators as gen
+from synth.builtin import get_topology
+from synth.collective import Kind
+from synth.errors import InputError
+from synth.interop.msccl_import import MscclInvalid, execute, import_msccl
+from synth.interop.msccl_xml import algo_to_xml, buffer_layout, parse_msccl, parse_msccl_text
+from synth.verify import verify
+
+DATA = Path(__file__).parent / "data"
+REAL = sorted(DATA.glob("msccl-*.xml"))
+
+
+def test_the_real_files_are_there():
+    assert [p.name for p in REAL] == [
+        "msccl-allgather-ndv5-8gpu.xml",
+        "msccl-allreduce-ring-8gpu.xml",
+        "msccl-allreduce-small-ll-8gpu.xml",
+        "msccl-alltoall-8gpu.xml",
+    ]
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.stem)
+def test_real_files_parse_and_write_back_identically(path):
+    algo, warnings = parse_msccl(path)
+    assert warnings == []
+    again, _ = parse_msccl_text(algo_to_xml(algo), str(path))
+    assert again == algo
+
+
+# what each real algorithm becomes: (collective, chunks, steps, transfers, in place)
+EXPECTED = {
+    "msccl-allgather-ndv5-8gpu": ("allgather", 16, 1, 112, True),
+    "msccl-allreduce-ring-8gpu": ("allreduce", 8, 14, 112, True),
+    "msccl-allreduce-small-ll-8gpu": ("allreduce", 8, 2, 112, True),
+    "msccl-alltoall-8gpu": ("alltoall", 64, 1, 56, False),
+}
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.stem)
+def test_real_files_import_and_verify(path, builtin):
+    topo = builtin("dgx-a100")
+    algo, warnings = parse_msccl(path)
+    result = import_msccl(algo, topo, warnings=warnings)
+    kind, chunks, steps, transfers, inplace = EXPECTED[path.stem]
+    s = result.schedule
+    assert (s.collective.kind.value, s.collective.num_chunks, s.num_steps, s.num_transfers, result.inplace) == (
+        kind,
+        chunks,
+        steps,
+        transfers,
+        inplace,
+    )
+    assert verify(s, topo).ok
+    assert result.race_checked and result.warnings == []
+    assert s.method == "msccl-import" and s.params["msccl"]["file"] == path.name
+
+
+def test_ring_allreduce_is_reduce_scatter_then_allgather(builtin):
+    algo, _ = parse_msccl(DATA / "msccl-allreduce-ring-8gpu.xml")
+    s = import_msccl(algo, builtin("dgx-a100")).schedule
+    ops = [{t.op for t in step} for step in s.steps]
+    assert ops == [{"reduce"}] * 7 + [{"copy"}] * 7
+    # one hop along the ring 0 → 1 → … → 7 → 0 per transfer
+    assert all(t.dst == (t.src + 1) % 8 for step in s.steps for t in step)
+
+
+def test_all_pairs_allreduce_scratch_becomes_reduce_into_owner(builtin):
+    # rank r sends chunk j to rank j's scratch, j reduces it locally (re): a reduce r -> j
+    algo, _ = parse_msccl(DATA / "msccl-allreduce-small-ll-8gpu.xml")
+    s = import_msccl(algo, builtin("dgx-a100")).schedule
+    first, second = s.steps
+    assert {(t.src, t.dst, t.chunk, t.op) for t in first} == {(r, j, j, "reduce") for r in range(8) for j in range(8) if r != j}
+    assert {(t.src, t.dst, t.chunk, t.op) for t in second} == {(j, r, j, "copy") for r in range(8) for j in range(8) if r != j}
+
+
+def test_alltoall_and_allgather_chunk_numbering(builtin):
+    algo, _ = parse_msccl(DATA / "msccl-alltoall-8gpu.xml")
+    s = import_msccl(algo, builtin("dgx-a100")).schedule
+    # rank s's i[d] is synth chunk s*8+d, sent to d
+    assert {(t.src, t.dst, t.chunk) for t in s.steps[0]} == {(a, b, a * 8 + b) for a in range(8) for b in range(8) if a != b}
+    algo, _ = parse_msccl(DATA / "msccl-allgather-ndv5-8gpu.xml")
+    s = import_msccl(algo, builtin("dgx-a100")).schedule
+    # in place: rank r's chunks sit at o[2r], o[2r+1]
+    assert {(t.src, t.chunk) for t in s.steps[0]} == {(r, c) for r in range(8) for c in (2 * r, 2 * r + 1)}
+
+
+def test_routes_come_from_the_topology(builtin):
+    algo, _ = parse_msccl(DATA / "msccl-allreduce-ring-8gpu.xml")
+    s = import_msccl(algo, builtin("dgx-a100")).schedule
+    assert {t.via for step in s.steps for t in step} == {("nvswitch",)}
+    # on a plain ring topology the ring's hops are direct links
+    s = import_msccl(algo, gen.ring(8)).schedule
+    assert {t.via for step in s.steps for t in step} == {()}
+
+
+def test_a_pair_without_any_path_is_refused():
+    algo, _ = parse_msccl(DATA / "msccl-allreduce-small-ll-8gpu.xml")
+    with pytest.raises(InputError, match="no link or switch path from rank 2 to rank 0"):
+        import_msccl(algo, gen.ring(8))
+
+
+def test_rank_count_must_match_the_topology(builtin):
+    algo, _ = parse_msccl(DATA / "msccl-alltoall-8gpu.xml")
+    with pytest.raises(InputError, match=r"algo.ngpus = 8: topology dgx2 has 16 ranks"):
+        import_msccl(algo, builtin("dgx2"))
+
+
+# ---------------------------------------------------------------------------- hand-written files
+HEAD = '<algo name="t" proto="Simple" nchannels="1" nchunksperloop="{n}" ngpus="{g}" coll="{coll}" inplace="{ip}">'
+
+
+def _algo(coll: str, n: int, gpus: list[str], ip: int = 0) -> str:
+    return HEAD.format(n=n, g=len(gpus), coll=coll, ip=ip) + "".join(gpus) + "</algo>"
+
+
+def _gpu(gid: int, tbs: list[str], i: int = 2, o: int = 2, s: int = 0) -> str:
+    return f'<gpu id="{gid}" i_chunks="{i}" o_chunks="{o}" s_chunks="{s}">' + "".join(tbs) + "</gpu>"
+
+
+def _tb(tid: int, send: int, recv: int, steps: list[str]) -> str:
+    return f'<tb id="{tid}" send="{send}" recv="{recv}" chan="0">' + "".join(steps) + "</tb>"
+
+
+def _st(s: int, kind: str, src: str, dst: str, dep=(-1, -1), hasdep: int = 0, cnt: int = 1) -> str:
+    """A step; ``src``/``dst`` are buffer and offset, e.g. "i0", "s1"."""
+    return (
+        f'<step s="{s}" type="{kind}" srcbuf="{src[0]}" srcoff="{src[1:]}" dstbuf="{dst[0]}" dstoff="{dst[1:]}" '
+        f'cnt="{cnt}" depid="{dep[0]}" deps="{dep[1]}" hasdep="{hasdep}"/>'
+    )
+
+
+def _allgather_2(send0="i0", copy0="cpy", extra0=(), extra1=(), cnt=1, hasdep_copy=0, dep_send=(-1, -1), s0=0) -> str:
+    """Out-of-place allgather on 2 ranks: exchange pieces, copy the own piece to the output;
+    the arguments break it in the ways the tests need."""
+    g0 = _gpu(
+        0,
+        [
+            _tb(0, 1, 1, [_st(0, "s", send0, "o0", cnt=cnt, dep=dep_send), _st(1, "r", "i0", "o1")]),
+            _tb(1, -1, -1, [_st(0, copy0, "i0", "o0", hasdep=hasdep_copy), *extra0]),
+        ],
+        i=1,
+        s=s0,
+    )
+    g1 = _gpu(
+        1,
+        [_tb(0, 0, 0, [_st(0, "s", "i0", "o1"), _st(1, "r", "i0", "o0"), *extra1]), _tb(1, -1, -1, [_st(0, "cpy", "i0", "o1")])],
+        i=1,
+    )
+    return _algo("allgather", 2, [g0, g1])
+
+
+def test_a_small_hand_written_algorithm_imports():
+    algo, _ = parse_msccl_text(_allgather_2())
+    s = import_msccl(algo, gen.ring(2)).schedule
+    assert [[(t.src, t.dst, t.chunk) for t in step] for step in s.steps] == [[(0, 1, 0), (1, 0, 1)]]
+
+
+def test_wrong_result_is_invalid():
+    algo, _ = parse_msccl_text(_allgather_2(copy0="nop"), "ag.xml")
+    expect = r"ag.xml: INVALID: at the end rank 0's o\[0\] holds no data; a allgather needs chunk 0 there"
+    with pytest.raises(MscclInvalid, match=expect):
+        execute(algo)
+
+
+def test_deadlock_is_reported_with_the_stuck_step():
+    # both ranks receive before sending
+    def gpu(r: int) -> str:
+        exchange = _tb(0, 1 - r, 1 - r, [_st(0, "r", "i0", f"o{1 - r}"), _st(1, "s", "i0", f"o{r}")])
+        return _gpu(r, [exchange, _tb(1, -1, -1, [_st(0, "cpy", "i0", f"o{r}")])], i=1)
+
+    algo, _ = parse_msccl_text(_algo("allgather", 2, [gpu(0), gpu(1)]), "dl.xml")
+    with pytest.raises(MscclInvalid, match=r"gpu 0 tb 0 step 0 \(r\): deadlock: waits forever for a message from gpu 1"):
+        execute(algo)
+
+
+def test_a_dependency_on_a_step_without_hasdep_deadlocks_like_the_runtime():
+    # rank 0's send waits for its copy (tb 1 step 0); the runtime publishes progress only at hasdep steps
+    algo, _ = parse_msccl_text(_allgather_2(dep_send=(1, 0)), "hd.xml")
+    with pytest.raises(MscclInvalid, match=r"waits forever for tb 1 step 0 \(no step 0 or later of tb 1 has hasdep=1\)"):
+        execute(algo)
+    fixed, _ = parse_msccl_text(_allgather_2(dep_send=(1, 0), hasdep_copy=1))
+    execute(fixed)
+
+
+def test_a_race_is_found():
+    # rank 0 receives into o[1] in tb 0 and also copies its input over o[1] in tb 1, unordered
+    algo, _ = parse_msccl_text(_allgather_2(extra0=[_st(1, "cpy", "i0", "o1")]), "race.xml")
+    expect = r"gpu 0 tb 0 step 1 \(r\): races with gpu 0 tb 1 step 1 on o\[1\]: nothing orders"
+    with pytest.raises(MscclInvalid, match=expect):
+        execute(algo)
+
+
+def test_counts_must_fit_the_buffers():
+    with pytest.raises(InputError, match="outside its declared 1 chunk"):
+        parse_msccl_text(_allgather_2(cnt=2))
+
+
+def test_a_message_nobody_receives_is_invalid():
+    algo, _ = parse_msccl_text(_allgather_2(extra1=[_st(2, "s", "i0", "o1")]), "left.xml")
+    with pytest.raises(MscclInvalid, match="gpu 1 tb 0 step 2 sends to gpu 0 on channel 0, but no step receives it"):
+        execute(algo)
+
+
+def test_reading_uninitialized_scratch_is_invalid():
+    algo, _ = parse_msccl_text(_allgather_2(send0="s0", s0=1), "u.xml")
+    with pytest.raises(MscclInvalid, match=r"reads s\[0\], which holds no data at that point"):
+        execute(algo)
+
+
+def test_a_reduction_step_in_a_copy_collective_is_invalid():
+    algo, _ = parse_msccl_text(_allgather_2(extra1=[_st(2, "re", "o0", "o0")]), "red.xml")
+    with pytest.raises(MscclInvalid, match="a reduction step in a allgather"):
+        execute(algo)
+
+
+def test_double_counting_is_invalid():
+    # allreduce on 2 ranks, 1 chunk: both reduce the other's value in, then rank 0 adds rank 1's again
+    g0 = _tb(0, 1, 1, [_st(0, "s", "i0", "o0"), _st(1, "rrc", "i0", "i0"), _st(2, "r", "i0", "s0"), _st(3, "re", "s0", "i0")])
+    g1 = _tb(0, 0, 0, [_st(0, "s", "i0", "o0"), _st(1, "rrc", "i0", "i0"), _st(2, "s", "i0", "s0")])
+    algo, _ = parse_msccl_text(_algo("allreduce", 1, [_gpu(0, [g0], 1, 1, 1), _gpu(1, [g1], 1, 1)], ip=1), "dc.xml")
+    with pytest.raises(MscclInvalid, match=r"counts the contribution of rank\(s\) 0, 1 twice in chunk 0"):
+        execute(algo)
+
+
+def test_forwarding_a_foreign_partial_untouched_is_refused():
+    # rank 1 receives rank 0's partial into scratch and forwards it to rank 2 without adding its own:
+    # synth holds one value per rank and chunk, so this cannot be expressed (and rank 1's part is lost)
+    g0 = _gpu(0, [_tb(0, 1, -1, [_st(0, "s", "i0", "s0")])], i=1, o=1)
+    g1 = _gpu(1, [_tb(0, 2, 0, [_st(0, "r", "i0", "s0"), _st(1, "s", "s0", "s0")])], i=1, o=1, s=1)
+    g2 = _gpu(2, [_tb(0, -1, 1, [_st(0, "rrc", "i0", "i0")])], i=1, o=1)
+    algo, _ = parse_msccl_text(_algo("reduce", 1, [g0, g1, g2], ip=1), "fw.xml")
+    with pytest.raises(MscclInvalid):
+        execute(algo, root=2)
+
+
+def test_root_is_inferred_for_rooted_collectives():
+    # broadcast from rank 1 on 3 ranks: only rank 1 reads its input
+    sender = [
+        _tb(0, 0, -1, [_st(0, "s", "i0", "o0")]),
+        _tb(1, 2, -1, [_st(0, "s", "i0", "o0")]),
+        _tb(2, -1, -1, [_st(0, "cpy", "i0", "o0")]),
+    ]
+    gpus = [
+        _gpu(0, [_tb(0, -1, 1, [_st(0, "r", "i0", "o0")])], i=0, o=1),
+        _gpu(1, sender, i=1, o=1),
+        _gpu(2, [_tb(0, -1, 1, [_st(0, "r", "i0", "o0")])], i=0, o=1),
+    ]
+    algo, _ = parse_msccl_text(_algo("broadcast", 1, gpus))
+    result = import_msccl(algo, gen.fully_connected(3))
+    assert result.schedule.collective.root == 1
+    with pytest.raises(InputError, match=r"position 0 is outside rank 1's input buffer of 0 chunk\(s\) in this broadcast"):
+        import_msccl(algo, gen.fully_connected(3), root=0)
+
+
+# ------------------------------------------------------------------------------- malformed input
+def _one(step: str, send: int = 1, recv: int = -1, tid: int = 0) -> str:
+    return _algo("allgather", 2, [_gpu(0, [_tb(tid, send, recv, [step] if step else [])], i=1), _gpu(1, [], i=1)])
+
+
+_S = _st(0, "s", "i0", "o0")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("<algo", "line 1 column 1: malformed XML (unclosed token)"),
+        ("<system/>", '(root element) = "system": expected <algo>'),
+        (HEAD.format(n=2, g=2, coll="bcast", ip=0) + "</algo>", 'algo.coll = "bcast": unknown collective'),
+        (HEAD.format(n=2, g="two", coll="allgather", ip=0) + "</algo>", 'algo.ngpus = "two": expected an integer'),
+        (HEAD.format(n=2, g=2, coll="allgather", ip=0) + "</algo>", "algo.ngpus = 2: no <gpu> element for rank(s) 0, 1"),
+        (_one(_st(0, "x", "i0", "o0")), 'gpu[0].tb[0].step[0].type = "x": unknown step type'),
+        (_one(_S, send=-1), "a sending step in a thread block without a send peer"),
+        (_one("", tid=1), "thread block ids must run 0 … n-1; 0 is missing"),
+        (_one("", send=0), "cannot send to or receive from its own GPU"),
+        (_one(_st(0, "s", "i0", "o0", dep=(3, 0))), "gpu 0 has no thread block 3"),
+        (_one(_st(0, "s", "i0", "o0", cnt=72)), "count must be 1 … 71"),
+    ],
+)
+def test_malformed_files_name_the_field(text, message):
+    with pytest.raises(InputError) as err:
+        parse_msccl_text(text, "bad.xml")
+    assert str(err.value).startswith("bad.xml: ") and message in str(err.value)
+
+
+def test_unknown_elements_are_skipped_with_a_warning():
+    text = _allgather_2().replace("</algo>", "<extra/></algo>")
+    algo, warnings = parse_msccl_text(text, "w.xml")
+    assert warnings == ["w.xml: skipped unknown element <extra> in <algo>"]
+    import_msccl(algo, gen.ring(2))
+
+
+def test_layouts_follow_nccl_in_place_conventions():
+    ag = buffer_layout(Kind.ALLGATHER, 4, 8, inplace=True)
+    assert ag.canonical(2, "i", 1) == ("o", 5) and ag.declared_sizes(2) == (0, 8)
+    rs = buffer_layout(Kind.REDUCE_SCATTER, 4, 8, inplace=True)
+    assert rs.canonical(3, "o", 0) == ("i", 6) and rs.declared_sizes(3) == (8, 0)
+    a2a = buffer_layout(Kind.ALLTOALL, 4, 4, inplace=False)
+    assert a2a.input_slot(1, 1 * 4 + 2) == ("i", 2) and a2a.output_slot(2, 1 * 4 + 2) == ("o", 1)
+    red = buffer_layout(Kind.REDUCE, 4, 2, inplace=True, root=2)
+    assert red.canonical(2, "o", 1) == ("i", 1) and red.canonical(1, "o", 1) == ("o", 1)
+    assert red.declared_sizes(1) == (2, 0) and red.declared_sizes(2) == (2, 0)
+
+
+def test_real_files_also_run_with_one_message_fifos():
+    for path in REAL:
+        algo, _ = parse_msccl(path)
+        execute(algo, fifo_capacity=1)
+
+
+def test_default_topology_for_the_cli_is_a_builtin_nvswitch_box():
+    from synth.cli.interop import DEFAULT_NVSWITCH_BOX
+
+    for gpus, name in DEFAULT_NVSWITCH_BOX.items():
+        t = get_topology(name)
+        assert t.num_ranks == gpus and any("nvswitch" in s.name for s in t.switches)
+
+
+def test_a_file_declared_both_ways_is_imported_the_way_it_works(builtin):
+    text = (DATA / "msccl-allgather-ndv5-8gpu.xml").read_text().replace('outofplace="0"', 'outofplace="1"', 1)
+    algo, _ = parse_msccl_text(text, "both.xml")
+    result = import_msccl(algo, builtin("dgx-a100"))
+    assert result.inplace
+    assert result.warnings == [
+        "both.xml: declared out of place too, but fails that way: both.xml: INVALID: gpu 0 tb 14 step 0 (s): "
+        "reads o[0], which holds no data at that point"
+    ]
