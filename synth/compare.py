@@ -1,10 +1,11 @@
 """Every applicable method side by side: the question a user asks to choose an algorithm.
 
 `compare` synthesizes (and so verifies) a schedule with each registered method that serves the
-collective, predicts its time at every size with the simulator, and puts each time beside the
-physical lower bound (`synth.bounds`) and NCCL's analytic model (a reference line, not a
-schedule). Rows are ordered best first per size. `synth compare` prints it; the benchmark suite
-(`benchmarks/suite.py`) runs it over every built-in topology and collective.
+collective (methods that tune themselves for a message size, greedy and packing, once per size, at
+most `TUNED_SIZES` of them, each size then taking the best of these), predicts its time at every
+size with the simulator, and puts each time beside the physical lower bound (`synth.bounds`) and
+NCCL's analytic model (a reference line, not a schedule). Rows are ordered best first per size.
+`synth compare` prints it; the benchmark suite (`benchmarks/suite.py`) runs it over every built-in topology and collective.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from synth.nccl_model import nccl_model_best
 from synth.schedule import Schedule
 from synth.simulate import Simulator
 from synth.topology import Topology
+from synth.units import format_size
 
 DEFAULT_SIZES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)
 #: methods left out unless asked for by name: meta-methods and exhaustive searches
 NOT_BY_DEFAULT = frozenset({"auto", "ilp"})
+#: a method that tunes itself for a size is synthesized for at most this many of the sizes asked
+TUNED_SIZES = 3
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,19 @@ class MethodOutcome:
     synth_seconds: float = 0.0
     note: str = ""
     schedule: Schedule | None = field(default=None, repr=False, compare=False)
+    #: for a method that tunes itself for a size (greedy, packing): per size, the label of the
+    #: schedule used there (e.g. "1GiB", the size it was tuned for) and its (steps, chunks)
+    tuned: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def ok(self) -> bool:
         return bool(self.times_us)
+
+    def shape(self, size_index: int) -> tuple[int, int]:
+        """(steps, chunks) of the schedule whose time is given at ``size_index``."""
+        if self.tuned:
+            return self.tuned[size_index][1], self.tuned[size_index][2]
+        return self.steps, self.chunks
 
 
 @dataclass(frozen=True)
@@ -153,12 +166,23 @@ class Comparison:
                     "transfers": o.transfers,
                     "chunks": o.chunks,
                     "synth_seconds": round(o.synth_seconds, 3),
+                    **({"tuned_for": {str(self.sizes[i]): t[0] for i, t in enumerate(o.tuned)}} if o.tuned else {}),
                 }
                 for o in self.outcomes
                 if o.ok
             ],
             "not_applicable": {o.method: o.note for o in self.skipped},
         }
+
+
+def tuning_sizes(sizes: Sequence[int]) -> list[int]:
+    """The sizes a self-tuning method is synthesized for: all of them when there are at most
+    `TUNED_SIZES`, else the smallest, the middle one and the largest (each size then gets the
+    best of these schedules)."""
+    distinct = sorted(set(sizes))
+    if len(distinct) <= TUNED_SIZES:
+        return distinct
+    return [distinct[0], distinct[len(distinct) // 2], distinct[-1]]
 
 
 def default_methods(kind: Kind) -> list[str]:
@@ -199,23 +223,38 @@ def compare(
             outcomes.append(MethodOutcome(name, note=f"does not serve {kind.value}"))
             continue
         started = time.perf_counter()
+        tuning = tuning_sizes(sizes) if "size" in method.options else [None]
         try:
-            schedule = synthesize(topology, kind, name, root=root)
+            schedules = [synthesize(topology, kind, name, root=root, options=None if s is None else {"size": s}) for s in tuning]
         except NotApplicable as exc:
             outcomes.append(MethodOutcome(name, note=str(exc)))
             continue
         elapsed = time.perf_counter() - started
+        times = [[r.time_us for r in Simulator(sch, topology).run(sizes, model, timeline=False)] for sch in schedules]
+        # at each size, the best of the method's schedules (each tuned for one size)
+        # (ties go to the schedule tuned for the size nearest this one)
+        pick = [
+            min(
+                range(len(schedules)),
+                key=lambda j, i=i: (times[j][i], abs(math.log(max(tuning[j] or 1, 1) / max(sizes[i], 1))), j),
+            )
+            for i in range(len(sizes))
+        ]
+        schedule = schedules[-1]  # tuned for the largest size: the one kept for timelines and reports
         collective_root = schedule.collective.root
-        results = Simulator(schedule, topology).run(sizes, model, timeline=False)
+        tuned = ()
+        if tuning != [None]:
+            tuned = tuple((format_size(tuning[j]), schedules[j].num_steps, schedules[j].collective.num_chunks) for j in pick)
         outcomes.append(
             MethodOutcome(
                 name,
-                tuple(r.time_us for r in results),
+                tuple(times[j][i] for i, j in enumerate(pick)),
                 schedule.num_steps,
                 schedule.num_transfers,
                 schedule.collective.num_chunks,
                 elapsed,
                 schedule=schedule,
+                tuned=tuned,
             )
         )
     nccl: tuple[NcclLine, ...] = ()

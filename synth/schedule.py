@@ -290,7 +290,7 @@ class ScheduleBuilder:
         starts = [0]
         for src, dst, chunk, op, route in cols:
             route = new_id[route]
-            if normalize and src.shape[0] > 1:
+            if normalize and src.shape[0] > 1 and not _in_order((src, dst, chunk, op, route)):
                 perm = np.lexsort((route, op, chunk, dst, src))
                 src, dst, chunk, op, route = src[perm], dst[perm], chunk[perm], op[perm], route[perm]
             for i, col in enumerate((src, dst, chunk, op, route)):
@@ -314,6 +314,20 @@ class ScheduleBuilder:
             route=cat(4, np.int64),
             routes=routes,
         )
+
+
+def _in_order(columns: tuple[np.ndarray, ...]) -> bool:
+    """Whether the rows are already in lexicographic order of the columns (a linear check, so
+    that steps a synthesizer wrote in order are not sorted again)."""
+    before = np.zeros(columns[0].shape[0] - 1, dtype=bool)  # row i < row i+1 decided already
+    equal = np.ones_like(before)
+    for col in columns:
+        a, b = col[:-1], col[1:]
+        if np.any(equal & (a > b)):
+            return False
+        before |= equal & (a < b)
+        equal &= a == b
+    return True
 
 
 def schedule_from_steps(

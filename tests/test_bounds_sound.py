@@ -187,7 +187,7 @@ def test_random_topologies_every_method_and_collective(seed):
     rng = random.Random(seed)
     r = topo.num_ranks
     checked = 0
-    for method in (m for m in METHODS if m != "ilp"):  # the ILP's own soundness test: test_ilp.py
+    for method in (m for m in METHODS if m not in ("ilp", "auto")):  # ILP: test_ilp.py; auto picks one of the others
         for kind in Kind:
             if not METHODS[method].serves(kind):
                 continue

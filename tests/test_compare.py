@@ -3,9 +3,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from synth.algorithms import synthesize
 from synth.cli import main
+from synth.cli.compare_cmd import render
 from synth.collective import Kind
 from synth.compare import compare, default_methods
+from synth.simulate import Simulator
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +28,11 @@ def test_every_applicable_method_and_bound(dgx1_allgather):
 
 def test_latency_and_bandwidth_winners(dgx1_allgather):
     small, large = dgx1_allgather.best(0), dgx1_allgather.best(1)
-    assert small.method in ("direct", "recursive-doubling")  # few steps win small messages
-    assert large.method == "multiring" and large.ratio < 1.01  # six NVLink rings reach the optimum
+    # few steps win small messages (two-step schedules: direct, or greedy/packing tuned for 1 KiB)
+    assert small.method in ("direct", "greedy", "packing") and small.ratio < 1.05
+    rows = {r.method: r for r in dgx1_allgather.rows(1)}
+    assert rows["multiring"].ratio < 1.01  # six NVLink rings reach the optimum
+    assert large.method in ("multiring", "greedy") and large.ratio < 1.01
     ring_small = next(r for r in dgx1_allgather.rows(0) if r.method == "ring")
     assert ring_small.ratio > 3  # a ring pays R-1 latencies
 
@@ -57,3 +63,24 @@ def test_event_model_compares_against_the_event_bound(dgx1):
     assert [b.time_us for b in c.bounds] == pytest.approx([event_bound.time_us(s) for s in c.sizes], rel=1e-12)
     for i in range(len(c.sizes)):
         assert all(r.ratio >= 1 - 1e-9 for r in c.rows(i))
+
+
+def test_self_tuning_methods_take_the_schedule_tuned_for_each_size(dgx1):
+    """greedy and packing are synthesized once per size (at most three) and each size takes the
+    best of them: never slower there than the schedule tuned for the largest size alone."""
+    sizes = [1 << 10, 1 << 20, 64 << 20, 1 << 30]
+    c = compare(dgx1, "allgather", sizes, methods=["greedy", "ring"])
+    greedy = next(o for o in c.outcomes if o.method == "greedy")
+    assert len(greedy.tuned) == len(sizes) and {t[0] for t in greedy.tuned} <= {"1KiB", "64MiB", "1GiB"}
+    assert greedy.tuned[0][0] == "1KiB" and greedy.tuned[-1][0] == "1GiB"
+    alone = compare(dgx1, "allgather", sizes[-1:], methods=["greedy"])
+    large = synthesize(dgx1, "allgather", "greedy", options={"size": sizes[-1]})
+    assert greedy.schedule.collective == large.collective
+    times = Simulator(large, dgx1).run(sizes, "sync", timeline=False)
+    assert all(t <= r.time_us * (1 + 1e-12) for t, r in zip(greedy.times_us, times, strict=True))
+    assert greedy.times_us[0] < times[0].time_us  # a 1 KiB schedule beats the 1 GiB one at 1 KiB
+    assert alone.outcomes[0].times_us[0] == pytest.approx(greedy.times_us[-1])
+    ring = next(o for o in c.outcomes if o.method == "ring")
+    assert ring.tuned == () and ring.shape(0) == (ring.steps, ring.chunks)
+    assert "tuned for 1KiB" in render(c)
+    assert c.to_dict()["schedules"][0]["tuned_for"][str(1 << 10)] == "1KiB"

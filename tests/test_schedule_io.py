@@ -127,3 +127,25 @@ def test_builder_normalizes_and_freezes(dgx1):
         keys = list(zip(s.src[sl].tolist(), s.dst[sl].tolist(), s.chunk[sl].tolist()))
         assert keys == sorted(keys)
     assert np.all(s.op == 0)
+
+
+def test_builder_keeps_steps_already_in_order_and_sorts_others():
+    """A step written in canonical order is taken as is (a linear check), any other order sorted:
+    the result is the same either way."""
+    import numpy as np
+
+    from synth.collective import Collective
+    from synth.schedule import ScheduleBuilder
+
+    c = Collective("allgather", 4, 1)
+    rows = [(0, 1, 0, 0), (0, 1, 2, 0), (0, 2, 0, 0), (1, 0, 1, 0), (1, 0, 1, 1), (3, 2, 3, 0)]
+    cols = [np.array(x) for x in zip(*rows)]
+    shuffled = [col[[4, 0, 5, 2, 1, 3]] for col in cols]
+    results = []
+    for src, dst, chunk, route in (cols, shuffled):
+        builder = ScheduleBuilder(c, topology_name="t", topology_sha256="x")
+        builder.route_id(("sw",))
+        builder.add_step_arrays(src, dst, chunk, 0, route)
+        results.append(builder.build())
+    assert results[0] == results[1]
+    assert results[0].src.tolist() == [0, 0, 0, 1, 1, 3] and results[0].route.tolist() == [0, 0, 0, 0, 1, 0]

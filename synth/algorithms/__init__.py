@@ -5,6 +5,10 @@ module, raising `synth.errors.NotApplicable` with the reason when it cannot serv
 may accept keyword options (``Method.options`` names them, e.g. the ILP's steps and time limit).
 `synthesize` here looks the method up, picks the default chunk count, and verifies the result before
 returning it: no schedule leaves this function unverified.
+
+A method with ``chooses_chunks`` (greedy, packing, auto) also gets ``requested_chunks``: the
+caller's chunks per piece, or None when the caller left it to the method, which may then return a
+schedule with another chunk count than ``collective``'s default (the best one for its ``size``).
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from typing import Any
 
 from synth import ilp
 from synth.algorithms import (
+    auto,
     binomial,
     direct,
     double_binary_tree,
+    greedy,
     hierarchical,
     multiring,
+    packing,
     recursive_doubling,
     recursive_halving,
     ring,
@@ -46,6 +53,9 @@ class Method:
     topology_chunks: Callable[[Kind, Topology], int] | None = None
     #: Keyword options ``build`` accepts beyond (topology, collective, router).
     options: frozenset[str] = frozenset()
+    #: with no chunk count from the caller, the method may choose one (e.g. for its ``size``
+    #: option): its ``build`` also gets ``requested_chunks``, the caller's chunks per piece or None
+    chooses_chunks: bool = False
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives
@@ -126,6 +136,33 @@ METHODS: dict[str, Method] = {
         _ranks_for_allreduce,
         options=ilp.OPTION_NAMES,
     ),
+    "greedy": Method(
+        "greedy",
+        "event-driven link-chunk matching over the real links, rarest chunk first (scales to thousands of ranks)",
+        greedy.COLLECTIVES,
+        greedy.synthesize,
+        _ranks_for_allreduce,
+        options=greedy.OPTIONS,
+        chooses_chunks=True,
+    ),
+    "packing": Method(
+        "packing",
+        "spanning trees at the optimal allgather/broadcast throughput (exact max-flow bound), pipelined for the size",
+        packing.COLLECTIVES,
+        packing.synthesize,
+        _ranks_for_allreduce,
+        options=packing.OPTIONS,
+        chooses_chunks=True,
+    ),
+    "auto": Method(
+        "auto",
+        "every applicable method, verified; keeps the best predicted time at the size(s) and says why",
+        auto.COLLECTIVES,
+        auto.synthesize,
+        _ranks_for_allreduce,
+        options=auto.OPTIONS,
+        chooses_chunks=True,
+    ),
 }
 
 CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
@@ -173,9 +210,10 @@ def synthesize(
     """Synthesize and verify a schedule of ``kind`` on ``topology`` with ``method``.
 
     ``chunks`` is k, the chunks per piece (default: what the method needs, e.g. R for a ring
-    allreduce). ``options`` are the method's own keyword options (`Method.options`). Raises
-    `NotApplicable` if the method cannot serve the case or does not know an option, and
-    `synth.verify.VerificationError` if the result fails the verifier (a bug, never silent).
+    allreduce, or what a method with ``chooses_chunks`` picks). ``options`` are the method's own
+    keyword options (`Method.options`). Raises `NotApplicable` if the method cannot serve the case or
+    does not know an option, and `synth.verify.VerificationError` if the result fails the verifier (a
+    bug, never silent).
     """
     kind = Kind(kind)
     m = get_method(method)
@@ -185,9 +223,18 @@ def synthesize(
         )
     unknown = sorted(set(options or {}) - m.options)
     if unknown:
-        raise NotApplicable(f"method {method} takes no option(s) {', '.join(unknown)}")
+        takes = ", ".join(sorted(m.options)) or "none"
+        raise NotApplicable(f"method {method} takes no option(s) {', '.join(unknown)} (it takes: {takes})")
     collective = make_collective(topology, kind, method, root, chunks)
-    schedule = m.build(topology, collective, router, **dict(options or {}))
+    kwargs = dict(options or {})
+    if m.chooses_chunks:
+        kwargs["requested_chunks"] = chunks
+    schedule = m.build(topology, collective, router, **kwargs)
+    produced = schedule.collective
+    if produced.kind is not kind or produced.root != collective.root or produced.num_ranks != collective.num_ranks:
+        raise RuntimeError(f"method {method} returned {produced.describe()} for {collective.describe()}")
+    if (chunks is not None or not m.chooses_chunks) and produced != collective:
+        raise RuntimeError(f"method {method} returned {produced.describe()} for {collective.describe()}")
     if verify:
         check(schedule, topology)
     return schedule

@@ -81,3 +81,11 @@ def with_reductions(method: str, builders: dict[Kind, Builder], *, allreduce: bo
     if broadcast is not None:
         out[Kind.REDUCE] = lambda topology, collective, router: by_duality(broadcast, topology, collective, method)
     return out
+
+
+def predicted_us(schedule: Schedule, topology: Topology, sizes) -> list[float]:
+    """Step-synchronous time (µs, FORMATS.md) of ``schedule`` at each size, by `synth.simulate`:
+    what self-tuning methods compare their candidates with."""
+    from synth.simulate import simulate
+
+    return [result.time_us for result in simulate(schedule, topology, list(sizes), "sync", timeline=False)]

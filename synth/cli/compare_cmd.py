@@ -44,9 +44,11 @@ def render(c: Comparison) -> str:
         steps = {o.method: o for o in c.outcomes if o.ok}
         for r in c.rows(i):
             o = steps[r.method]
+            n_steps, n_chunks = o.shape(i)
+            tuned = f"  (tuned for {o.tuned[i][0]})" if o.tuned else ""
             lines.append(
                 f"  {r.method:<{width}} {_fmt(r.time_us, 12)} {_fmt(r.algbw, 9)} {_fmt(r.busbw, 9)} "
-                f"{_fmt(r.ratio, 8)} {o.steps:>6} {o.chunks:>6}"
+                f"{_fmt(r.ratio, 8)} {n_steps:>6} {n_chunks:>6}{tuned}"
             )
         lines.append(
             f"  {'lower bound':<{width}} {_fmt(b.time_us, 12)} {_fmt(b.algbw, 9)} {_fmt(b.busbw, 9)} {'1.00':>8}  ({b.binding})"

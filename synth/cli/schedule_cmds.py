@@ -15,7 +15,35 @@ from synth.errors import InputError
 from synth.generated import entry_count, regenerate, schedule_filename
 from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
+from synth.units import parse_sizes
 from synth.verify import verify
+
+
+def method_options(method: str, seed, seeds, sizes_text) -> dict:
+    """The options a command line gave for ``method`` (only those given), checked against what
+    the method takes: --seed, --seeds, --size (one size, or for methods that take ``sizes`` a list
+    or range)."""
+    m = METHODS[method]
+    options: dict = {}
+    for flag, value in (("--seed", seed), ("--seeds", seeds), ("--size", sizes_text)):
+        if value is None:
+            continue
+        name = flag[2:]
+        if name == "size":
+            try:
+                sizes = parse_sizes(value)
+            except ValueError as exc:
+                raise InputError("synth synthesize", "--size", value, str(exc)) from None
+            if "sizes" in m.options:
+                options["sizes"] = sizes
+                continue
+            if len(sizes) > 1 and "size" in m.options:
+                raise InputError("synth synthesize", "--size", value, f"method {method} takes one size")
+        if name not in m.options:
+            takes = ", ".join(f"--{o}" for o in sorted(m.options & {"seed", "seeds", "size", "sizes"})) or "none of these"
+            raise InputError("synth synthesize", flag, value, f"method {method} does not take it (it takes {takes})")
+        options[name] = sizes[0] if name == "size" else value
+    return options
 
 
 @click.command("synthesize", short_help="Synthesize and verify a schedule; write it.")
@@ -23,9 +51,18 @@ from synth.verify import verify
 @click.option("-c", "--collective", required=True, type=COLLECTIVE_CHOICE, help="Collective primitive.")
 @click.option("-m", "--method", default="ring", show_default=True, type=click.Choice(list(METHODS)), help="Synthesizer.")
 @click.option("--root", type=int, default=None, help="Root rank of a rooted collective (default 0).")
-@click.option("-k", "--chunks", type=int, default=None, help="Chunks per piece (default: what the method needs).")
+@click.option("-k", "--chunks", type=int, default=None, help="Chunks per piece (default: what the method needs or chooses).")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (greedy; default 0).")
+@click.option("--seeds", type=click.IntRange(min=1), default=None, help="Try this many seeds and keep the fastest (greedy).")
+@click.option(
+    "--size",
+    "sizes_text",
+    default=None,
+    help="Message size the schedule is for (greedy, packing: one size; auto: a list or range 1KiB..1GiB).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar (it is only drawn on a terminal anyway).")
 @click.option("-o", "--output", default=None, help="Schedule file (default: generated/<topology>/<collective>-<method>.json).")
-def synthesize_cmd(topology, collective, method, root, chunks, output):
+def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, sizes_text, quiet, output):
     """Synthesize a schedule for a collective on TOPOLOGY (file or built-in name), verify it, write it."""
     topo, source = load_topology_arg(topology)
     kind = parse_kind(collective)
@@ -34,13 +71,28 @@ def synthesize_cmd(topology, collective, method, root, chunks, output):
     except ValueError as exc:
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
-    schedule = synthesize(topo, kind, method, root=coll.root, chunks=coll.chunks_per_piece)
+    options = method_options(method, seed, seeds, sizes_text)
+    unit = "candidate" if method == "auto" else "delivery"
+    with Progress(None, method, quiet=quiet, unit=unit) as bar:
+        if method in ("greedy", "auto"):
+            shown = [0]
+
+            def progress(done: int, total: int) -> None:
+                bar.set_total(total)
+                bar.advance(done - shown[0])
+                shown[0] = done
+
+            options["progress"] = progress
+        schedule = synthesize(topo, kind, method, root=coll.root, chunks=chunks, options=options or None)
     if output is None:
         default_k = make_collective(topo, kind, method, coll.root).chunks_per_piece
-        name = schedule_filename(kind, method, coll.root, None if coll.chunks_per_piece == default_k else coll.chunks_per_piece)
+        k = schedule.collective.chunks_per_piece
+        name = schedule_filename(kind, method, coll.root, None if k == default_k else k)
         output = str(Path("generated") / topo.name / name)
     save_schedule(schedule, output, protect=[source])
     click.echo(f"wrote {output}")
+    for line in schedule.params.get("explanation", []):
+        click.echo(line)
     click.echo(f"verified: {schedule.summary()}")
 
 

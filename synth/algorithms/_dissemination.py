@@ -1,0 +1,575 @@
+"""The greedy engine: step by step, every free channel carries a chunk that its destination (or a
+rank beyond it) still needs.
+
+This is the time-expanded link–chunk matching of TACOS, made step-synchronous (FORMATS.md) and
+vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
+carry b chunks in it (`link_capacity`). In each step:
+
+1. every channel (`synth.algorithms._rankpaths`) whose links all have room proposes one chunk that
+   its source holds and that is useful beyond it: its destination needs the chunk, or (gather,
+   scatter, alltoall) the destination is closer to the rank that needs it;
+2. a channel prefers chunks that its destination's *neighbourhood* lacks altogether: a channel
+   over a NIC into a server, chunks no GPU of the server has; through a spine into a rack, chunks
+   the rack lacks (the neighbourhoods are the ranks the destination reaches over more local
+   channels: fewer links, or as many but faster). So long-haul links bring new data in, once, and
+   the local ones spread it. Within that, it takes the chunk that the most ranks still lack (rarest
+   first), or for chunks with one destination the one farthest from it, ties broken by a random
+   order from the seed;
+3. proposals for the same (destination, chunk), or bringing the same chunk into the same
+   neighbourhood, keep the best one; on every link the best proposals up to its remaining room win;
+   the others propose again, until nothing changes.
+
+Candidates are every chunk the source holds when the collective is small enough for bitsets
+(``EXACT_BYTES``), so the choice is then exact; beyond that, a window of the source's arrivals (the
+oldest its destination still lacks, and the newest). A switch holds nothing: a channel through
+switches is one transfer, and it uses room on every link of its path. Every (rank, chunk) is
+received at most once, so reductions follow by duality (`synth.transform.dual_reduction`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from synth.algorithms._rankpaths import Channels
+from synth.collective import Collective, Kind
+from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
+from synth.topology import Topology
+
+#: Oldest-first and newest-first windows of a source's arrivals scanned per channel (each) in the
+#: windowed mode.
+WINDOW = 8
+#: Up to this many chunks, the windowed mode scans every held chunk.
+EXACT_CHUNKS = 512
+#: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order, 64 per word): one
+#: candidate matrix of (channels × chunks / 8) bytes per round, used while it stays under this size.
+EXACT_BYTES = 4 << 20
+#: Queued chunks per carrier that its channels look at (farthest from their rank first), for
+#: collectives whose chunks each have one destination (gather, scatter, alltoall).
+SINGLE_SCAN = 64
+#: A rank's link with room for c chunks per step offers them to max(OFFER_MIN, offer·c) of the
+#: channels that start with it, a fresh random draw each step (all of them when they are fewer).
+OFFER_MIN = 4
+OFFER_ALL_UP_TO = 32_768
+#: A channel offers its share of the room into its destination plus this many chunks per round.
+SHARE_EXTRA = 1
+#: Arrivals a pointer looks ahead at most at once when skipping what its destination holds.
+ADVANCE_SPAN = 64
+#: Passes over the links when settling one round's proposals (later rounds pick up the rest).
+LINK_PASSES = 6
+#: Proposal rounds per step at most (a step normally settles in a few).
+MAX_ROUNDS = 64
+#: Chunks a channel proposes at once, at most (when its links have room for several).
+MULTI = 8
+#: The rarity order of the bitsets is recomputed every this many steps (deliveries in between are
+#: added to the bitsets as they happen).
+REORDER_EVERY = 1
+
+_SINGLE_TARGET = (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)
+
+#: position of the first set bit of a byte, counting from the most significant (packbits order)
+_FIRST_BIT = np.array([0] + [8 - b.bit_length() for b in range(1, 256)], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one greedy run is set up: random ``seed``, link room multiplier ``quantum`` (a link of
+    the reference bandwidth carries ``quantum`` chunks per step) and the candidate ``window``."""
+
+    seed: int = 0
+    quantum: int = 1
+    #: oldest and newest arrivals scanned per channel (each) in the windowed mode; None: `WINDOW`,
+    #: or half of it beyond `OFFER_ALL_UP_TO` channels
+    window: int | None = None
+    #: channels leaving a rank over one link that take part in a step: at most this many per chunk
+    #: of the link's room (and never fewer than ``OFFER_MIN``), drawn at random each step; None:
+    #: every channel while there are at most `OFFER_ALL_UP_TO`, else 4
+    offer: int | None = None
+
+
+def link_capacity(topology: Topology, channels: Channels, quantum: int) -> tuple[np.ndarray, float]:
+    """Chunks each link may carry per step, and the reference bandwidth (GB/s): the narrowest link
+    any channel uses carries ``quantum`` chunks, a link b times wider ⌊b·quantum⌋."""
+    bw = topology.bandwidth_array
+    used = channels.used_links
+    ref = float(bw[used].min()) if used.size else 1.0
+    cap = np.floor(bw * quantum / ref + 1e-9).astype(np.int64)
+    return np.maximum(cap, 1), ref
+
+
+def disseminate(
+    topology: Topology,
+    collective: Collective,
+    channels: Channels,
+    plan: Plan,
+    method: str,
+    params: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Schedule:
+    """A greedy schedule for a non-reduction collective (allgather, broadcast, gather, scatter,
+    alltoall). ``progress(done, total)`` is called after every step with the (rank, chunk) pairs
+    delivered so far and in all."""
+    engine = _Engine(topology, collective, channels, plan)
+    builder = ScheduleBuilder(collective, topology, method, params)
+    route_ids = np.array([builder.route_id(channels.via_names(i)) for i in range(channels.count)], dtype=np.int64)
+    total = engine.remaining
+    while engine.remaining:
+        chans, chunks = engine.step()
+        if chans.size == 0:
+            raise RuntimeError(f"greedy made no progress on {topology.name} ({engine.remaining} deliveries left)")
+        src, dst = channels.src[chans], channels.dst[chans]
+        order = np.argsort((src * engine.r + dst) * engine.g + chunks)  # the canonical order
+        builder.add_step_arrays(src[order], dst[order], chunks[order], OP_COPY, route_ids[chans[order]])
+        if progress is not None:
+            progress(total - engine.remaining, total)
+    return builder.build()
+
+
+def _expand(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR rows ``rows`` of (ptr, values), concatenated: (index into ``rows``, value)."""
+    lo = ptr[rows]
+    lens = ptr[rows + 1] - lo
+    owner = np.repeat(np.arange(rows.size), lens)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    return owner, values[lo[owner] + offset]
+
+
+def _pack_words(bools: np.ndarray) -> np.ndarray:
+    """Rows of booleans as bits (numpy's packbits order: element 0 is the top bit of byte 0), in
+    64-bit words, so that bitwise work touches 64 chunks per operation."""
+    packed = np.packbits(bools, axis=1)
+    pad = (-packed.shape[1]) % 8
+    if pad:
+        packed = np.concatenate([packed, np.zeros((packed.shape[0], pad), dtype=np.uint8)], axis=1)
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def _bit_masks(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(word index, mask) of bit positions ``at`` in `_pack_words` layout."""
+    byte = at >> 3
+    shift = ((byte & 7) * 8 + (7 - (at & 7))).astype(np.uint64)
+    return byte >> 3, np.left_shift(np.uint64(1), shift)
+
+
+def _first_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of a `_pack_words` matrix: whether any bit is set, and the first one's index."""
+    nonzero = words != 0
+    has = nonzero.any(axis=1)
+    first = nonzero.argmax(axis=1)
+    rows = np.arange(words.shape[0])
+    octets = words[rows, first].view(np.uint8).reshape(-1, 8)  # little-endian: byte 0 first
+    byte = (octets != 0).argmax(axis=1)
+    return has, (first * 8 + byte) * 8 + _FIRST_BIT[octets[rows, byte]]
+
+
+class _Engine:
+    """State of one greedy run: who holds what, in which order it arrived, what is still needed."""
+
+    def __init__(self, topology: Topology, collective: Collective, channels: Channels, plan: Plan):
+        self.ch = channels
+        self.rng = np.random.default_rng(plan.seed)
+        r, g = collective.num_ranks, collective.num_chunks
+        self.r, self.g = r, g
+        self.holds = collective.initial_holders()
+        required = collective.required()
+        self.lacking = required & ~self.holds
+        self.lack_count = self.lacking.sum(axis=1)
+        self.remaining = int(self.lack_count.sum())
+        self.cap, _ = link_capacity(topology, channels, plan.quantum)
+        self.incoming = np.zeros((r, g), dtype=bool)
+        # one byte per (rank, chunk) for the windowed scan: held 1, arriving this step 2, lacking 4
+        self.state = (self.holds.astype(np.uint8) | (self.lacking.astype(np.uint8) << 2)) if r * g < 2**31 else None
+        # arrival order of every rank's chunks (the first ones are those it starts with)
+        self.arrivals = np.zeros((r, g), dtype=np.int32)
+        self.count = self.holds.sum(axis=1).astype(np.int64)
+        rows, cols = np.nonzero(self.holds)
+        pos = np.arange(rows.size) - np.searchsorted(rows, rows)
+        self.arrivals[rows, pos] = cols
+        self.ptr = np.zeros(channels.count, dtype=np.int64)
+        self.single = collective.kind in _SINGLE_TARGET
+        if self.single:
+            # one rank needs each chunk; the chunk travels as one copy, held last by its carrier
+            self.target = required.argmax(axis=0)
+            self.carrier = self.holds.argmax(axis=0)
+            self.dist = channels.hop_distances()
+            self.moving = np.zeros(g, dtype=bool)
+        else:
+            self.want = self.lacking.sum(axis=0).astype(np.float64)
+        window = plan.window or (WINDOW if channels.count <= OFFER_ALL_UP_TO else WINDOW // 2)
+        self.window = g if g <= EXACT_CHUNKS else window
+        self.newest = 0 if g <= EXACT_CHUNKS else window
+        self.packed = not self.single and channels.count * ((g + 7) // 8) <= EXACT_BYTES
+        self.path_start = channels.link_ptr[:-1]
+        self.last_link = channels.link_ids[channels.link_ptr[1:] - 1] if channels.count else np.zeros(0, dtype=np.int64)
+        self.direct_only = bool(channels.count == 0 or channels.path_length.max() == 1)
+        # one channel per link: a channel never proposes more than its room, so room never binds
+        self.private_links = self.direct_only and np.unique(channels.link_ids).size == channels.count
+        self._neighbourhoods()
+        # channels grouped by their first link, in a random order fixed for the run
+        first = channels.link_ids[channels.link_ptr[:-1]] if channels.count else np.zeros(0, dtype=np.int64)
+        shuffle = self.rng.permutation(channels.count)
+        order = shuffle[np.argsort(first[shuffle], kind="stable")]
+        self.group_channels = order
+        breaks = np.flatnonzero(np.diff(first[order])) + 1
+        self.group_ptr = np.r_[0, breaks, order.size] if order.size else np.zeros(1, dtype=np.int64)
+        group_link = first[order[self.group_ptr[:-1]]] if order.size else np.zeros(0, dtype=np.int64)
+        offer = plan.offer if plan.offer is not None else (None if channels.count <= OFFER_ALL_UP_TO else 4)
+        self.group_limit = np.maximum(OFFER_MIN, (offer or 0) * self.cap[group_link])
+        self.offer_all = offer is None or bool(np.all(np.diff(self.group_ptr) <= self.group_limit))
+
+    # ------------------------------------------------------------------------------- set-up
+    def _neighbourhoods(self) -> None:
+        """Nested neighbourhoods of every channel's destination (`Channels.neighbourhoods`), and
+        which chunks each neighbourhood holds."""
+        hood = self.ch.neighbourhoods()
+        self.tiers = hood.tiers
+        self.num_clusters = len(hood.members)
+        if self.num_clusters:
+            self.cluster_hold = np.stack([self.holds[m].any(axis=0) for m in hood.members])
+            self.rank_cluster_ptr = hood.rank_ptr
+            self.rank_cluster = hood.rank_cluster
+
+    # ------------------------------------------------------------------------------- one step
+    def step(self) -> tuple[np.ndarray, np.ndarray]:
+        """Run one step; returns the channels used and the chunk each carried."""
+        ch = self.ch
+        room = self.cap.copy()
+        chunk_noise = self.rng.random(self.g)
+        channel_noise = self.rng.random(ch.count)
+        if self.single:
+            self._queue(chunk_noise)
+            alive = np.flatnonzero(self.queue_ptr[ch.src + 1] > self.queue_ptr[ch.src])
+            propose = self._propose_single
+        else:
+            alive = self._offered()
+            alive = alive[self.lack_count[ch.dst[alive]] > 0]
+            self._advance(alive)
+            if self.packed:
+                self._pack(chunk_noise)
+            propose = self._propose_packed if self.packed else self._propose_window
+        taken_ch: list[np.ndarray] = []
+        taken_c: list[np.ndarray] = []
+        for _ in range(MAX_ROUNDS):
+            if alive.size == 0:
+                break
+            _, links = _expand(ch.link_ptr, ch.link_ids, alive)
+            free = np.minimum.reduceat(room[links], np.r_[0, np.cumsum(ch.path_length[alive])[:-1]])
+            alive, free = alive[free > 0], free[free > 0]
+            if alive.size == 0:
+                break
+            # a channel offers about its share of the room into its destination (plus one), so the
+            # channels into one rank do not all offer the same chunks
+            last = self.last_link[alive]
+            sharing = np.bincount(last, minlength=room.size)[last]
+            share = -(-room[last] // sharing) + SHARE_EXTRA
+            offer = np.minimum(np.minimum(free, share), MULTI)
+            row, chunk, score, into, has = propose(alive, offer, chunk_noise)
+            props = alive[row]
+            alive = alive[has]  # a channel with nothing to offer stays out for this step
+            if props.size == 0:
+                break
+            win = self._resolve(props, chunk, score, into, channel_noise, room)
+            if not win.any():
+                break
+            wc, wk = props[win], chunk[win]
+            self._accept(wc, wk)
+            room -= np.bincount(self._links_of(wc), minlength=room.size)
+            taken_ch.append(wc)
+            taken_c.append(wk)
+        if not taken_ch:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        chans = np.concatenate(taken_ch)
+        chunks = np.concatenate(taken_c)
+        self._deliver(ch.dst[chans], chunks)
+        return chans, chunks
+
+    def _offered(self) -> np.ndarray:
+        """The channels taking part in this step: for each link out of a rank, a random cyclic run
+        of at most max(OFFER_MIN, offer·room) of the channels starting with it."""
+        if self.offer_all:
+            return np.arange(self.ch.count)
+        size = np.diff(self.group_ptr)
+        start = (self.rng.random(size.size) * size).astype(np.int64)
+        take = np.minimum(size, self.group_limit)
+        owner = np.repeat(np.arange(size.size), take)
+        offset = np.arange(owner.size) - np.repeat(np.cumsum(take) - take, take)
+        pos = self.group_ptr[owner] + (start[owner] + offset) % size[owner]
+        return np.sort(self.group_channels[pos])
+
+    def _links_of(self, chans: np.ndarray) -> np.ndarray:
+        """The link ids of every channel in ``chans``, concatenated."""
+        if self.direct_only:
+            return self.ch.link_ids[chans]
+        return _expand(self.ch.link_ptr, self.ch.link_ids, chans)[1]
+
+    def _advance(self, chans: np.ndarray) -> None:
+        """Move the oldest-first pointers of ``chans`` past the chunks their destinations hold."""
+        if self.packed or self.single:
+            return
+        ch, g = self.ch, self.g
+        src, dst = ch.src32[chans], ch.dst32[chans]
+        head = np.minimum(self.ptr[chans], g - 1).astype(np.int32)
+        todo = chans[(self.ptr[chans] < self.count[src]) & np.take(self.holds, dst * g + np.take(self.arrivals, src * g + head))]
+        width = 8  # most pointers move a few places: look a little ahead first, then further
+        while todo.size:
+            src, dst = ch.src32[todo], ch.dst32[todo]
+            pos = (self.ptr[todo][:, None] + np.arange(width)[None, :]).astype(np.int32)
+            inside = pos < self.count[src][:, None]
+            chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1))
+            fresh = inside & ~np.take(self.holds, dst[:, None] * g + chunk)
+            found = fresh.any(axis=1)
+            self.ptr[todo] += np.where(found, fresh.argmax(axis=1), inside.sum(axis=1))
+            todo = todo[~found & inside.all(axis=1)]
+            width = min(2 * width, ADVANCE_SPAN)
+
+    def _pack(self, chunk_noise: np.ndarray) -> None:
+        """Bitsets of who holds what, with the chunks in rarity order (most wanted first, ties in
+        a random order), so a channel's best chunk is its first candidate bit. The order is
+        recomputed every `REORDER_EVERY` steps; in between, deliveries are set in place."""
+        self.steps_packed = getattr(self, "steps_packed", -1) + 1
+        if self.steps_packed % REORDER_EVERY:
+            self.incoming_bits.fill(0)
+            return
+        self.order = np.argsort(-(self.want + chunk_noise), kind="stable")
+        self.rank_of = np.empty(self.g, dtype=np.int64)
+        self.rank_of[self.order] = np.arange(self.g)
+        self.hold_bits = _pack_words(self.holds[:, self.order])
+        self.incoming_bits = np.zeros_like(self.hold_bits)
+        if self.num_clusters:
+            self.cluster_bits = _pack_words(self.cluster_hold[:, self.order])
+
+    def _propose_packed(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
+        """Exact choice of up to ``room[i]`` chunks for channel ``chans[i]``: the first ones, in
+        rarity order, that the source holds, that the destination neither holds nor receives in
+        this step, and that the largest possible neighbourhood of the destination lacks.
+
+        Returns (channel row, chunk, score, neighbourhood the chunk is new to or -1) per proposal,
+        and whether each channel had anything to offer."""
+        ch = self.ch
+        src, dst = ch.src[chans], ch.dst[chans]
+        cand = self.hold_bits[src] & ~self.hold_bits[dst] & ~self.incoming_bits[dst]
+        rows = np.arange(chans.size)
+        out: list[tuple[np.ndarray, ...]] = []
+        has_any = None
+        for j in range(int(room.max())):
+            has, at, score, into = self._best_bits(chans[rows], cand[rows])
+            if has_any is None:
+                has_any = has
+            rows, at, score, into = rows[has], at[has], score[has], into[has]
+            out.append((rows, self.order[at], score, into))
+            keep = room[rows] > j + 1
+            rows, at = rows[keep], at[keep]
+            if rows.size == 0:
+                break
+            word, mask = _bit_masks(at)
+            cand[rows, word] &= ~mask
+        parts = [np.concatenate(x) for x in zip(*out)]
+        return (*parts, has_any)
+
+    def _best_bits(self, chans: np.ndarray, cand: np.ndarray):
+        """(has, position in rarity order, score, neighbourhood) of each row's best candidate."""
+        has, at = _first_bits(cand)
+        depth = self.tiers.shape[1]
+        tiers = self.tiers[chans]
+        tier = np.full(chans.size, depth)  # which preference was met (depth: the destination only)
+        into = np.full(chans.size, -1, dtype=np.int64)
+        if self.num_clusters:
+            for t in range(depth):
+                rows = np.flatnonzero((tier == depth) & (tiers[:, t] >= 0) & has)
+                if rows.size == 0:
+                    continue
+                found, at_t = _first_bits(cand[rows] & ~self.cluster_bits[tiers[rows, t]])
+                rows, at_t = rows[found], at_t[found]
+                at[rows] = at_t
+                tier[rows] = t
+                into[rows] = tiers[rows, t]
+        rungs = (tiers >= 0).sum(axis=1)  # preferences this channel has; met the first: no penalty
+        score = -(at + self.g * (tier - (depth - rungs)).clip(min=0)).astype(np.float64)
+        return has, np.minimum(at, self.g - 1), score, into
+
+    def _propose_window(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
+        """Windowed (or, for few chunks, exact) choice over the source's arrivals, scored; the
+        same results as `_propose_packed`."""
+        ch = self.ch
+        g = self.g
+        src, dst = ch.src32[chans], ch.dst32[chans]
+        n = self.count[src]
+        lo = self.ptr[chans]
+        width = self.window + self.newest
+        pos = np.empty((chans.size, width), dtype=np.int64)
+        pos[:, : self.window] = lo[:, None] + np.arange(self.window)[None, :]
+        if self.newest:
+            tail = np.maximum(n - self.newest, lo + self.window)
+            pos[:, self.window :] = tail[:, None] + np.arange(self.newest)[None, :]
+        ok = pos < n[:, None]
+        chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1).astype(np.int32))
+        flat = dst[:, None] * g + chunk
+        if self.state is not None:
+            ok &= np.take(self.state, flat) == 4  # lacking, and nothing on its way
+        else:
+            ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat) & np.take(self.lacking, flat)
+        into_all = None
+        score = np.take((self.want + chunk_noise).astype(np.float32), chunk)
+        if self.num_clusters:
+            # freshness is nested (new to a rack means new to each of its servers): count the
+            # neighbourhoods the chunk is new to, and remember the largest
+            into_all = np.full(chunk.shape, -1, dtype=np.int64)
+            fresh = np.zeros(chunk.shape, dtype=np.float32)
+            for t in range(self.tiers.shape[1] - 1, -1, -1):
+                cl = self.tiers[chans, t]
+                rows = np.flatnonzero(cl >= 0)
+                if rows.size == 0:
+                    continue
+                new = ~np.take(self.cluster_hold, cl[rows][:, None] * g + chunk[rows])
+                fresh[rows] += new
+                into_all[rows] = np.where(new, cl[rows][:, None], into_all[rows])
+            score += fresh * np.float32(2.0 * self.r + 2.0)
+        return self._top(chunk, score, ok, room, into_all)
+
+    def _queue(self, chunk_noise: np.ndarray) -> None:
+        """Chunks still on their way, grouped by carrier, farthest from their rank first."""
+        g = self.g
+        active = np.flatnonzero(self.lacking[self.target, np.arange(g)])
+        here = self.carrier[active]
+        far = self.dist[here, self.target[active]] + chunk_noise[active]
+        order = np.lexsort((-far, here))
+        self.queue = active[order]
+        self.queue_ptr = np.searchsorted(here[order], np.arange(self.r + 1))
+        self.moving.fill(False)
+
+    def _propose_single(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
+        """For chunks with one destination: the source's queued chunks that the channel brings
+        closer to their rank, farthest first."""
+        ch = self.ch
+        src, dst = ch.src[chans], ch.dst[chans]
+        lo = self.queue_ptr[src]
+        n = self.queue_ptr[src + 1] - lo
+        width = int(min(n.max(), SINGLE_SCAN))
+        cols = np.arange(width)[None, :]
+        ok = cols < n[:, None]
+        chunk = self.queue[np.minimum(lo[:, None] + cols, self.queue.size - 1)]
+        tgt = self.target[chunk]
+        here = self.dist[src[:, None], tgt]
+        flat = dst[:, None] * self.g + chunk
+        ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat) & ~self.moving[chunk]
+        ok &= self.dist[dst[:, None], tgt] < here
+        score = here + chunk_noise[chunk]
+        return self._top(chunk, score, ok, room, None)
+
+    def _top(self, chunk, score, ok, room, into_all):
+        """Up to ``room[i]`` best-scored valid candidates of each row, as flat proposals."""
+        score = np.where(ok, score, -np.inf).astype(np.float32, copy=False)
+        width = min(int(room.max()), score.shape[1])
+        if width == 1:
+            order = score.argmax(axis=1)[:, None]
+        elif width == 2:
+            first = score.argmax(axis=1)
+            rows = np.arange(score.shape[0])
+            kept = score[rows, first]
+            score[rows, first] = -np.inf
+            order = np.stack([first, score.argmax(axis=1)], axis=1)
+            score[rows, first] = kept
+        else:
+            order = np.argsort(-score, axis=1, kind="stable")[:, :width]
+        top = np.take_along_axis(score, order, axis=1)
+        take = np.isfinite(top) & (np.arange(width)[None, :] < room[:, None])
+        row, col = np.nonzero(take)
+        pick = order[row, col]
+        into = into_all[row, pick] if into_all is not None else np.full(row.size, -1, dtype=np.int64)
+        return row, chunk[row, pick], top[row, col], into, np.isfinite(top[:, 0])
+
+    def _resolve(self, props, chunks, score, into, channel_noise, room) -> np.ndarray:
+        """Which proposals win: one per (destination, chunk) and one per (neighbourhood, chunk)
+        for those bringing a chunk new to a neighbourhood; then the best up to every link's room."""
+        ch = self.ch
+        # every proposal's priority, as one rank: best score first, ties by the channel's draw
+        prio = np.empty(props.size, dtype=np.int64)
+        prio[np.argsort(channel_noise[props] * 1e-6 - score.astype(np.float64))] = np.arange(props.size)
+        win = np.zeros(props.size, dtype=bool)
+        key = chunks if self.single else ch.dst[props] * self.g + chunks  # one copy moves at a time
+        order = np.argsort(key * props.size + prio)
+        win[order[np.r_[True, key[order][1:] != key[order][:-1]]]] = True
+        rows = np.flatnonzero(win & (into >= 0))
+        if rows.size:
+            key = into[rows] * self.g + chunks[rows]
+            order = np.argsort(key * props.size + prio[rows])
+            win[rows[order[np.r_[False, key[order][1:] == key[order][:-1]]]]] = False
+        if self.private_links:
+            return win
+        # link room: on every link, the best proposals up to its room. A proposal that is among
+        # the first (room) on each of its links is safe; accepting the safe ones and dropping
+        # those whose link is then full lets others move up; repeat until nothing changes.
+        cand = np.flatnonzero(win)
+        owner, link = _expand(ch.link_ptr, ch.link_ids, props[cand])
+        order = np.argsort(link * props.size + prio[cand][owner])
+        s_link, s_owner = link[order], owner[order]  # pairs by link, best proposal first
+        left = room.copy()
+        pending = np.ones(cand.size, dtype=bool)
+        accepted = np.zeros(cand.size, dtype=bool)
+        for _ in range(LINK_PASSES):
+            first = np.flatnonzero(np.r_[True, s_link[1:] != s_link[:-1]])
+            rank = np.arange(s_link.size) - np.repeat(first, np.diff(np.r_[first, s_link.size]))
+            blocked = np.zeros(cand.size, dtype=bool)
+            blocked[s_owner[rank >= left[s_link]]] = True
+            safe = pending & ~blocked
+            if not safe.any():
+                break
+            accepted |= safe
+            pending &= ~safe
+            taken = safe[s_owner]
+            left -= np.bincount(s_link[taken], minlength=left.size)
+            full = np.zeros(cand.size, dtype=bool)
+            full[s_owner[left[s_link] <= 0]] = True
+            pending &= ~full
+            keep = pending[s_owner]
+            s_link, s_owner = s_link[keep], s_owner[keep]
+            if s_link.size == 0:
+                break
+        win[cand] = accepted
+        return win
+
+    def _accept(self, chans: np.ndarray, chunks: np.ndarray) -> None:
+        """Record accepted transfers of the current step (their data lands at its end)."""
+        dst = self.ch.dst[chans]
+        self.incoming[dst, chunks] = True
+        if self.state is not None:
+            self.state[dst, chunks] |= 2
+        if self.single:
+            self.moving[chunks] = True
+        owner = cl = None
+        if self.num_clusters:
+            owner, cl = _expand(self.rank_cluster_ptr, self.rank_cluster, dst)
+            self.cluster_hold[cl, chunks[owner]] = True
+        if self.packed:
+            at = self.rank_of[chunks]
+            word, mask = _bit_masks(at)
+            np.bitwise_or.at(self.incoming_bits, (dst, word), mask)
+            if owner is not None and owner.size:
+                at = at[owner]
+                word, mask = _bit_masks(at)
+                np.bitwise_or.at(self.cluster_bits, (cl, word), mask)
+
+    def _deliver(self, dst: np.ndarray, chunks: np.ndarray) -> None:
+        self.incoming[dst, chunks] = False
+        self.holds[dst, chunks] = True
+        if self.state is not None:
+            self.state[dst, chunks] = 1
+        if self.packed:
+            at = self.rank_of[chunks]
+            word, mask = _bit_masks(at)
+            np.bitwise_or.at(self.hold_bits, (dst, word), mask)
+        order = np.lexsort((chunks, dst))
+        d, c = dst[order], chunks[order]
+        rank_in = np.arange(d.size) - np.searchsorted(d, d)
+        self.arrivals[d, self.count[d] + rank_in] = c
+        self.count += np.bincount(d, minlength=self.r)
+        needed = self.lacking[d, c]
+        self.lacking[d, c] = False
+        self.remaining -= int(needed.sum())
+        self.lack_count -= np.bincount(d[needed], minlength=self.r)
+        if self.single:
+            self.carrier[c] = d
+        else:
+            self.want -= np.bincount(c[needed], minlength=self.g)

@@ -1,0 +1,80 @@
+"""From trees to steps: a pipelined schedule over a `synth.algorithms._trees.Packing`.
+
+Every root's data (its piece for allgather, the whole buffer for broadcast) is cut into P chunks,
+shared among its trees in proportion to their multiplicities. A class of μ identical trees moves μ
+of its chunks over each of its arcs per step: its q-th chunk crosses the arc into a rank at depth d
+in step ⌊q/μ⌋ + d − 1, so a rank forwards a chunk in the step after it arrived (FORMATS.md: a step
+reads the state at its start). A packing puts at most ⌊bw/U⌋ trees on a link, so every step puts
+at most that many chunks on it: a step lasts about (chunk bytes)/U plus its latency, and the
+pipeline takes ⌈P/k⌉ + (height − 1) steps. More chunks shorten the fill and drain relative to the
+whole but add a latency per step; the packing method picks P for the message size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from synth.algorithms._rankpaths import Channels
+from synth.algorithms._trees import Packing
+from synth.collective import Collective, Kind
+from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
+from synth.topology import Topology
+
+
+def chunk_shares(packing: Packing, root: int, chunks: int) -> list[tuple[int, int]]:
+    """(class index, chunks) for every class of ``root``: ``chunks`` split in proportion to the
+    multiplicities (largest remainders first, then class order)."""
+    classes = [i for i, c in enumerate(packing.classes) if c.root == root]
+    weights = np.array([packing.classes[i].multiplicity for i in classes], dtype=np.float64)
+    exact = chunks * weights / weights.sum()
+    share = np.floor(exact).astype(np.int64)
+    left = chunks - int(share.sum())
+    for j in np.argsort(-(exact - share), kind="stable")[:left]:
+        share[j] += 1
+    return [(i, int(n)) for i, n in zip(classes, share.tolist())]
+
+
+def tree_schedule(
+    topology: Topology,
+    channels: Channels,
+    packing: Packing,
+    collective: Collective,
+    method: str,
+    params: dict,
+) -> Schedule:
+    """The pipelined schedule of ``collective`` (allgather or broadcast, P = its chunks per piece
+    for allgather, its chunk count for broadcast) over the packing's trees."""
+    kind = collective.kind
+    if kind not in (Kind.ALLGATHER, Kind.BROADCAST):
+        raise ValueError(f"trees carry allgather or broadcast, not {kind.value}")
+    per_root = collective.chunks_per_piece
+    steps_l: list[np.ndarray] = []
+    chan_l: list[np.ndarray] = []
+    chunk_l: list[np.ndarray] = []
+    for root in packing.roots:
+        base = root * per_root if kind is Kind.ALLGATHER else 0
+        for index, count in chunk_shares(packing, root, per_root):
+            if count == 0:
+                continue
+            cls = packing.classes[index]
+            verts = np.flatnonzero(cls.parent >= 0)
+            q = np.arange(count)
+            steps_l.append(((q // cls.multiplicity)[None, :] + cls.depth[verts][:, None] - 1).ravel())
+            chan_l.append(np.repeat(cls.parent[verts], count))
+            chunk_l.append(np.tile(base + q, verts.size))
+            base += count
+    builder = ScheduleBuilder(collective, topology, method, params)
+    if steps_l:
+        step = np.concatenate(steps_l)
+        chan = np.concatenate(chan_l)
+        chunk = np.concatenate(chunk_l)
+        order = np.argsort(step, kind="stable")
+        step, chan, chunk = step[order], chan[order], chunk[order]
+        bounds = np.r_[0, np.flatnonzero(np.diff(step)) + 1, step.size]
+        used = np.unique(chan)
+        route = np.zeros(channels.count, dtype=np.int64)
+        route[used] = [builder.route_id(channels.via_names(int(c))) for c in used.tolist()]
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            c = chan[a:b]
+            builder.add_step_arrays(channels.src[c], channels.dst[c], chunk[a:b], OP_COPY, route[c])
+    return builder.build()

@@ -1,0 +1,386 @@
+"""Spanning trees that reach the optimal allgather (and broadcast) throughput.
+
+The optimum. Every rank must receive the pieces held outside any node set S through the links
+entering S, so an allgather of ``size`` takes at least size/R · max_S |V_r∖S| / in(S); the maximum
+over every S is computed exactly by parametric max-flow (`synth.bounds`, the ``cut`` bound).
+Edmonds' branching theorem says why it is also reachable: k arc-disjoint spanning arborescences
+from every rank exist exactly when every S is entered by at least k·|V_r∖S| arcs, so with link
+capacities in units of U GB/s (a link of bw carries ⌊bw/U⌋ trees), trees at U each give every root
+k·U GB/s. `best_unit` finds the largest U for which the integer capacities still pass that test
+(the same max-flow test with integer capacities), for k = 1, 2, 3, … trees per root, and the
+packer stops at the first k whose k·U is within ``tolerance`` of the optimum: few trees.
+
+Switches. A tree arc is a channel (`synth.algorithms._rankpaths`): rank to rank over a direct link
+or through switches, using a unit on every link of its path. Two arcs of one tree through the same
+switch are two transfers, as a switch cannot copy: that is the edge splitting of ForestColl, done
+arc by arc as trees grow (a unit into a switch paired with a unit out of it).
+
+Growing the trees (`grow`). Classes of identical trees (a root, a multiplicity, the vertices
+reached) grow one arc at a time, the smallest class first, so all trees advance together. A class
+takes the channel from its vertices to a new rank that (1) does not bring it into a neighbourhood
+(`Channels.neighbourhoods`: a server, a box, a rack) it has already entered, when it can avoid
+it: a tight cut such as four boxes behind their NICs is entered exactly once by every tree; (2) has
+the most room left on its path; (3) starts nearest the root; (4) crosses the fewest links. When a
+channel has room for fewer trees than the class holds, the class splits. Growth is greedy: it is not
+guaranteed to succeed at the optimum (Lovász's exact construction needs a max-flow per arc), so the
+packer tries the next smaller unit or more trees when it gets stuck, and then, only if nothing
+within the tolerance grows, larger rate losses; every packing it returns is valid (every link within
+its capacity) and its rate is reported against the exact optimum.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from synth.algorithms._rankpaths import Channels, channels_for
+from synth.bounds import bound_model
+from synth.bounds.maxflow import FlowNetwork
+from synth.collective import Kind
+from synth.topology import Topology
+
+#: bytes per µs in one GB/s
+_BYTES_PER_US = 1e3
+#: when growth fails within the tolerance, the rate losses tried next (a rate is reported)
+FALLBACK_SLACK = (0.05, 0.15, 0.3, 0.5)
+
+
+@dataclass(frozen=True, eq=False)
+class TreeClass:
+    """``multiplicity`` identical spanning trees from ``root``: ``parent[v]`` is the channel into
+    rank v (-1 at the root), ``depth[v]`` its depth."""
+
+    root: int
+    multiplicity: int
+    parent: np.ndarray
+    depth: np.ndarray
+
+    @property
+    def height(self) -> int:
+        return int(self.depth.max())
+
+
+@dataclass(frozen=True, eq=False)
+class Packing:
+    """Trees for a collective: ``trees_per_root`` (k) trees of ``unit_gbps`` (U) each from every
+    root, grouped in ``classes``; the rate each root reaches is k·U (GB/s), against
+    ``optimum_gbps``, the exact optimum for the topology."""
+
+    kind: Kind
+    roots: tuple[int, ...]
+    classes: tuple[TreeClass, ...]
+    trees_per_root: int
+    unit_gbps: float
+    optimum_gbps: float
+    shape: str  # "throughput" (packed at a unit) or "shallow" (breadth-first, one per root)
+
+    @property
+    def rate_gbps(self) -> float:
+        return self.trees_per_root * self.unit_gbps
+
+    @property
+    def height(self) -> int:
+        return max(c.height for c in self.classes)
+
+    def summary(self) -> dict:
+        """What a schedule's params record about its trees."""
+        return {
+            "shape": self.shape,
+            "trees_per_root": self.trees_per_root,
+            "distinct_trees": len(self.classes),
+            "height": self.height,
+            "unit_gbps": round(self.unit_gbps, 6),
+            "rate_gbps": round(self.rate_gbps, 6),
+            "optimum_gbps": round(self.optimum_gbps, 6),
+            "rate_over_optimum": round(self.rate_gbps / self.optimum_gbps, 6) if self.optimum_gbps else None,
+        }
+
+
+# ============================================================================ the optimum
+def optimal_rate(topology: Topology, kind: Kind, root: int | None = None) -> float:
+    """The exact optimal rate (GB/s) at which every root's data can reach every rank: for
+    allgather, piece bytes per µs·10³ (size/R over the cut bound's time); for broadcast, the
+    root's smallest max-flow to a rank."""
+    if kind is Kind.ALLGATHER:
+        term = bound_model(topology, "allgather").term("cut")
+        return 1.0 / (topology.num_ranks * term.us_per_byte * _BYTES_PER_US)
+    term = bound_model(topology, "broadcast", root).term("flow")
+    return 1.0 / (term.us_per_byte * _BYTES_PER_US)
+
+
+def link_units(topology: Topology, unit: float) -> np.ndarray:
+    """Trees of ``unit`` GB/s each link carries: ⌊bw/unit⌋."""
+    return np.floor(topology.bandwidth_array / unit + 1e-9).astype(np.int64)
+
+
+def feasible(topology: Topology, units: np.ndarray, k: int, roots: tuple[int, ...]) -> bool:
+    """Edmonds' condition with integer link capacities: can k trees from each root reach every
+    rank? (Every node set S holding a rank but not every root is entered by k·(roots outside S)
+    units.) One max-flow per rank, each stopped once it reaches its target; a rank that passed
+    feeds the later ones without limit (its cuts are cleared: Hao and Orlin's sink sequence)."""
+    r, n = topology.num_ranks, topology.num_nodes
+    source = n
+    arcs = [(link.src, link.dst) for link in topology.links] + [(source, v) for v in range(r)]
+    net = FlowNetwork(n + 1, arcs)
+    caps = [float(u) for u in units.tolist()]
+    supply = [0.0] * r
+    for v in roots:
+        supply[v] = float(k)
+    total = float(k * len(roots))
+    for v in _near_first(topology, roots):
+        need = total - supply[v] if math.isfinite(supply[v]) else total - k
+        if need > 0:
+            arc_caps = caps + [0.0 if u == v else s for u, s in enumerate(supply)]
+            result = net.max_flow(arc_caps, source, v, limit=need - 0.5)
+            if result.value < need - 0.5:
+                return False
+        supply[v] = math.inf  # every cut holding v is cleared: v may feed the later ranks freely
+    return True
+
+
+def _near_first(topology: Topology, roots: tuple[int, ...]) -> list[int]:
+    """Every rank, breadth-first from the first root (neighbours are checked one after another)."""
+    r = topology.num_ranks
+    neighbours: list[list[int]] = [[] for _ in range(topology.num_nodes)]
+    for link in topology.links:
+        neighbours[link.src].append(link.dst)
+        neighbours[link.dst].append(link.src)
+    seen, queue = {roots[0]}, [roots[0]]
+    for v in queue:
+        for w in sorted(neighbours[v]):
+            if w not in seen:
+                seen.add(w)
+                queue.append(w)
+    return [v for v in queue if v < r]
+
+
+def candidate_units(topology: Topology, optimum: float, k: int, tolerance: float) -> list[float]:
+    """Units U in [optimum·(1 - tolerance)/k, optimum/k] at which some link's tree count changes
+    (bw/j), and the top of the range; largest first."""
+    hi, lo = optimum / k, optimum * (1 - tolerance) / k
+    found = {hi}
+    for bw in np.unique(topology.bandwidth_array).tolist():
+        j = max(1, math.ceil(bw / hi - 1e-9))
+        while bw / j >= lo:
+            if bw / j <= hi * (1 + 1e-12):
+                found.add(bw / j)
+            j += 1
+    return sorted(found, reverse=True)
+
+
+# ============================================================================ growing trees
+def grow(
+    channels: Channels, units: np.ndarray, roots: tuple[int, ...], k: int, shallow_first: bool = False
+) -> list[TreeClass] | None:
+    """Greedy tree growth (module docstring): k trees from every root within the link ``units``;
+    None if some class cannot reach every rank. ``shallow_first`` puts nearness to the root before
+    room and lets the trees of a class part ways at every arc (shallower trees, for broadcasts and
+    small messages)."""
+    topo = channels.topology
+    r = topo.num_ranks
+    if r == 1:
+        return [TreeClass(roots[0], k, np.full(1, -1), np.zeros(1, dtype=np.int64))]
+    ptr, ids = channels.link_ptr, channels.link_ids
+    room = units.copy()
+    pathmin = np.minimum.reduceat(room[ids], ptr[:-1])
+    order = np.argsort(ids, kind="stable")
+    link_ptr = np.searchsorted(ids[order], np.arange(room.size + 1))
+    link_channels = channels.link_owner[order]
+    hood = channels.neighbourhoods()
+    top = hood.tiers[:, 0]
+    clusters = max(1, len(hood.members))
+    src, dst, length = channels.src, channels.dst, channels.path_length
+    last = ids[ptr[1:] - 1]
+    scale_len = int(length.max()) + 1
+    scale_room = int(units.max()) + 2
+
+    inside: list[np.ndarray] = []
+    depth: list[np.ndarray] = []
+    parent: list[np.ndarray] = []
+    entered: list[np.ndarray] = []
+    mult: list[int] = []
+    root_of: list[int] = []
+
+    def add_class(root: int, m: int, ins, dep, par, ent) -> int:
+        inside.append(ins)
+        depth.append(dep)
+        parent.append(par)
+        entered.append(ent)
+        mult.append(m)
+        root_of.append(root)
+        return len(mult) - 1
+
+    for v in roots:
+        ins = np.zeros(r, dtype=bool)
+        ins[v] = True
+        dep = np.full(r, -1, dtype=np.int64)
+        dep[v] = 0
+        ent = np.zeros(clusters, dtype=bool)
+        ent[hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
+        add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent)
+    heap = [(1, i) for i in range(len(mult))]
+    heapq.heapify(heap)
+    while heap:
+        size, i = heapq.heappop(heap)
+        ins = inside[i]
+        cand = np.flatnonzero(ins[src] & ~ins[dst] & (pathmin > 0))
+        if cand.size == 0:
+            return None
+        t = top[cand]
+        again = (t >= 0) & entered[i][np.maximum(t, 0)]
+        tight = scale_room - 1 - pathmin[cand]
+        near = depth[i][src[cand]]
+        if shallow_first:
+            # nearest the root, then the most room; ties go where the fewest trees arrived yet
+            crowded = scale_room - 1 - room[last[cand]]
+            score = (((again * r + near) * scale_room + tight) * scale_room + crowded) * scale_len + length[cand]
+        else:
+            score = ((again * scale_room + tight) * r + near) * scale_len + length[cand]
+        c = int(cand[int(np.argmin(score))])
+        amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))  # shallow: trees part ways
+        if amount < mult[i]:  # the channel has room for only some of the class: split it
+            j = add_class(root_of[i], mult[i] - amount, ins.copy(), depth[i].copy(), parent[i].copy(), entered[i].copy())
+            heapq.heappush(heap, (size, j))
+            mult[i] = amount
+        v = int(dst[c])
+        ins[v] = True
+        depth[i][v] = depth[i][src[c]] + 1
+        parent[i][v] = c
+        entered[i][hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
+        path = ids[ptr[c] : ptr[c + 1]]
+        room[path] -= amount
+        for x in path.tolist():  # room only shrinks: a channel's narrowest is at most this link's
+            users = link_channels[link_ptr[x] : link_ptr[x + 1]]
+            pathmin[users] = np.minimum(pathmin[users], room[x])
+        if size + 1 < r:
+            heapq.heappush(heap, (size + 1, i))
+    return [TreeClass(root_of[i], mult[i], parent[i], depth[i]) for i in range(len(mult))]
+
+
+def shallow_trees(channels: Channels, roots: tuple[int, ...]) -> list[TreeClass]:
+    """One breadth-first tree per root over the channels, fewest hops first (ties: the widest,
+    then the fewest links): what small messages want, regardless of how links are shared."""
+    topo = channels.topology
+    r = topo.num_ranks
+    order = np.lexsort((channels.path_length, -channels.bottleneck, channels.src))
+    src_sorted = channels.src[order]
+    starts = np.searchsorted(src_sorted, np.arange(r + 1))
+    out = []
+    for root in roots:
+        parent = np.full(r, -1, dtype=np.int64)
+        depth = np.full(r, -1, dtype=np.int64)
+        depth[root] = 0
+        frontier = [root]
+        while frontier:
+            nxt = []
+            for u in frontier:
+                for c in order[starts[u] : starts[u + 1]].tolist():
+                    v = int(channels.dst[c])
+                    if depth[v] < 0:
+                        depth[v] = depth[u] + 1
+                        parent[v] = c
+                        nxt.append(v)
+            frontier = nxt
+        out.append(TreeClass(root, 1, parent, depth))
+    return out
+
+
+# ============================================================================ the packer
+def pack(
+    topology: Topology,
+    kind: Kind,
+    root: int | None = None,
+    *,
+    tolerance: float = 0.01,
+    max_trees: int = 16,
+) -> Packing:
+    """Trees reaching the optimal rate of ``kind`` (allgather or broadcast from ``root``) within
+    ``tolerance``, with as few trees per root as possible (cached on the topology)."""
+    return packings(topology, kind, root, tolerance=tolerance, max_trees=max_trees)[0]
+
+
+def packings(
+    topology: Topology,
+    kind: Kind,
+    root: int | None = None,
+    *,
+    tolerance: float = 0.01,
+    max_trees: int = 16,
+    variants: bool = True,
+) -> tuple[Packing, ...]:
+    """Packings within ``tolerance`` of the optimal rate: first the one with the fewest trees per
+    root (most room first), then, with ``variants``, shallower ones (nearest the root first, with
+    as many and twice as many trees) where they succeed. When growth fails within the tolerance,
+    the rate losses of `FALLBACK_SLACK` are tried in turn (the packing says what rate it reaches);
+    empty-handed, the breadth-first trees. Cached on the topology."""
+    key = ("packings", kind, root, tolerance, max_trees, variants)
+    cache = topology.__dict__.setdefault("_packings", {})
+    if key in cache:
+        return cache[key]
+    channels = channels_for(topology)
+    roots = tuple(range(topology.num_ranks)) if kind is Kind.ALLGATHER else (int(root or 0),)
+    optimum = optimal_rate(topology, kind, root)
+    found: list[Packing] = []
+    if topology.num_ranks == 1:
+        classes = grow(channels, np.zeros(0, dtype=np.int64), roots, 1) or []
+        found.append(Packing(kind, roots, tuple(classes), 1, 1.0, 1.0, "throughput"))
+
+    def attempt(k: int, shallow_first: bool, slack: float) -> Packing | None:
+        for unit in candidate_units(topology, optimum, k, slack):
+            units = link_units(topology, unit)
+            if not feasible(topology, units, k, roots):
+                continue
+            classes = grow(channels, units, roots, k, shallow_first)
+            if classes is not None:
+                return Packing(kind, roots, tuple(classes), k, unit, optimum, "throughput")
+        return None
+
+    # within tolerance if growth succeeds there; else with more and more slack
+    first_k = None
+    for slack in sorted({tolerance, *FALLBACK_SLACK}):
+        if found or slack < tolerance:
+            continue
+        for k in range(1, max_trees + 1):
+            result = attempt(k, False, slack)
+            if result is not None:
+                found.append(result)
+                first_k = k
+                break
+    if variants and first_k is not None:
+        slack = 1 - found[0].rate_gbps / optimum + 1e-12
+        for k in sorted({first_k, min(max_trees, 2 * first_k)}):
+            result = attempt(k, True, max(tolerance, slack))
+            if result is not None and result.height < min(p.height for p in found):
+                found.append(result)
+    if not found:
+        # nothing within tolerance: the breadth-first trees, at the rate their sharing allows
+        found.append(shallow_packing(topology, kind, roots, shallow_trees(channels, roots), optimum))
+    cache[key] = tuple(found)
+    return cache[key]
+
+
+def shallow_packing(topology: Topology, kind: Kind, roots: tuple[int, ...], classes: list[TreeClass], optimum: float) -> Packing:
+    """A packing of the breadth-first trees: the unit is what the most shared link allows."""
+    channels = channels_for(topology)
+    load = np.zeros(len(topology.links), dtype=np.int64)
+    for cls in classes:
+        used = cls.parent[cls.parent >= 0]
+        for c in used.tolist():
+            load[channels.links(c)] += cls.multiplicity
+    used = load > 0
+    unit = float((topology.bandwidth_array[used] / load[used]).min()) if used.any() else optimum
+    return Packing(kind, roots, tuple(classes), 1, unit, optimum, "shallow")
+
+
+def shallow(topology: Topology, kind: Kind, root: int | None = None) -> Packing:
+    """The breadth-first trees (one per root) as a packing (cached on the topology)."""
+    key = ("shallow", kind, root)
+    cache = topology.__dict__.setdefault("_packings", {})
+    if key not in cache:
+        channels = channels_for(topology)
+        roots = tuple(range(topology.num_ranks)) if kind is Kind.ALLGATHER else (int(root or 0),)
+        cache[key] = shallow_packing(topology, kind, roots, shallow_trees(channels, roots), optimal_rate(topology, kind, root))
+    return cache[key]

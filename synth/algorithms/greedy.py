@@ -1,0 +1,157 @@
+"""Greedy synthesizer: event-driven link–chunk matching over the topology's real links, step by step.
+
+Every step, every channel (a direct link, or a path through switches) with room on its links
+carries a chunk that its source holds and that its destination, or a rank beyond it, still needs:
+the chunk the most ranks still lack, or, for chunks with one destination, the one farthest from it
+(`synth.algorithms._dissemination`). A link b times faster than the slowest carries b chunks per
+step, so one step lasts about one chunk over the slowest link and every link stays busy: this is
+TACOS's greedy on a time-expanded network, in the step-synchronous cost of FORMATS.md.
+
+allgather, broadcast, gather, scatter and alltoall run the engine directly; reduce-scatter and
+reduce are the duals of allgather and broadcast on the reversed topology; allreduce is
+reduce-scatter followed by allgather. Heterogeneous links, switches and oversubscribed uplinks are
+all just link capacities.
+
+Options (``synth synthesize -m greedy``): ``seed`` (default 0; ties are broken by a random order
+from it, so a seed always gives the same schedule), ``seeds`` (try that many seeds from ``seed``
+on and keep the fastest), ``size`` (bytes; without ``--chunks``, try chunk counts and link-room
+multipliers and keep the fastest at that size; seeds are compared at ``size``, or 1 GiB without it),
+``progress`` (a callable ``(done, total)``, library only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from synth.algorithms._common import dispatcher, predicted_us, with_reductions
+from synth.algorithms._dissemination import Plan, disseminate, link_capacity
+from synth.algorithms._rankpaths import channels_for
+from synth.collective import Collective, Kind
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+
+METHOD = "greedy"
+OPTIONS = frozenset({"seed", "seeds", "size", "progress"})
+
+#: size at which seeds are compared when no size is given
+REFERENCE_SIZE = 1 << 30
+#: a chunk-count search stops before schedules of more transfers than this
+TRANSFER_BUDGET = 4_000_000
+
+Progress = Callable[[int, int], None]
+
+
+def _forward(plan: Plan, progress: Progress | None):
+    def build(topology: Topology, collective: Collective, router: Router) -> Schedule:
+        channels = channels_for(topology)
+        _, ref = link_capacity(topology, channels, plan.quantum)
+        params = {
+            "seed": plan.seed,
+            "quantum": plan.quantum,
+            "reference_gbps": ref,
+            "channels": channels.count,
+            "all_pairs": channels.complete,
+        }
+        return disseminate(topology, collective, channels, plan, METHOD, params, progress)
+
+    return build
+
+
+def builders(plan: Plan, progress: Progress | None = None) -> dict[Kind, Callable[..., Schedule]]:
+    """The builder of every collective for one greedy set-up."""
+    forward = _forward(plan, progress)
+    return with_reductions(
+        METHOD,
+        {kind: forward for kind in (Kind.ALLGATHER, Kind.BROADCAST, Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)},
+    )
+
+
+COLLECTIVES = frozenset(builders(Plan()))
+
+
+def _option_int(options: Mapping[str, Any], name: str, default: int | None, minimum: int) -> int | None:
+    value = options.get(name, default)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"greedy option {name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def chunk_candidates(kind: Kind, ranks: int) -> list[int]:
+    """Chunks per piece tried for a size, smallest first (a collective's transfers grow with it)."""
+    if kind in (Kind.BROADCAST, Kind.REDUCE):
+        return [1, 2, 4, 8, 16, 32, 64, 128]
+    per_unit = ranks * (ranks - 1) if kind is not Kind.ALLTOALL else ranks * ranks * max(ranks - 1, 1)
+    out = []
+    for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32):
+        if k > 1 and per_unit * k * (2 if kind is Kind.ALLREDUCE else 1) > TRANSFER_BUDGET:
+            break
+        out.append(k)
+    return out
+
+
+def _collective(kind: Kind, ranks: int, k: int, root: int | None) -> Collective:
+    return Collective(kind, ranks, ranks * k if kind is Kind.ALLREDUCE else k, root)
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
+    """Greedy schedule for ``collective`` on ``topology`` (see the module docstring for options;
+    ``requested_chunks`` None lets it choose the chunk count for ``size``)."""
+    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"greedy takes no option(s) {', '.join(unknown)}")
+    seed = _option_int(options, "seed", 0, 0)
+    seeds = _option_int(options, "seeds", 1, 1)
+    size = _option_int(options, "size", None, 1)
+    progress = options.get("progress")
+    router = router or router_for(topology)
+    choose = size is not None and options.get("requested_chunks", collective.chunks_per_piece) is None
+    kind, r = collective.kind, collective.num_ranks
+    measure_at = size if size is not None else REFERENCE_SIZE
+
+    def build(coll: Collective, plan: Plan) -> Schedule:
+        return dispatcher(METHOD, builders(plan, progress))(topology, coll, router)
+
+    best: tuple[float, int, Schedule, Collective, Plan] | None = None
+
+    compare = choose or seeds > 1
+
+    def consider(coll: Collective, plan: Plan) -> bool:
+        nonlocal best
+        schedule = build(coll, plan)
+        time = predicted_us(schedule, topology, [measure_at])[0] if compare else 0.0
+        better = best is None or (time, schedule.num_transfers) < (best[0], best[1])
+        if better:
+            best = (time, schedule.num_transfers, schedule, coll, plan)
+        return better
+
+    base = Plan(seed=seed)
+    if choose:
+        misses = 0
+        for k in chunk_candidates(kind, r):
+            misses = 0 if consider(_collective(kind, r, k, collective.root), base) else misses + 1
+            if misses == 2:
+                break
+        assert best is not None
+        k_best = best[3]
+        misses = 0
+        quantum = 2
+        while quantum <= 64 and misses < 2:
+            misses = 0 if consider(k_best, replace(base, quantum=quantum)) else misses + 1
+            quantum *= 2
+    else:
+        consider(collective, base)
+    assert best is not None
+    for extra in range(seed + 1, seed + seeds):
+        consider(best[3], replace(best[4], seed=extra))
+    schedule = best[2]
+    if choose or seeds > 1:
+        params = dict(schedule.params)
+        params["chosen_at_size"] = measure_at
+        params["seeds_tried"] = seeds
+        schedule = replace(schedule, params=params)
+    return schedule

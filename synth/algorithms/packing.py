@@ -1,0 +1,218 @@
+"""Tree-packing synthesizer: the optimal allgather throughput, reached by spanning trees, pipelined.
+
+The optimum is exact: size/R · max over node sets S of |ranks outside S| / in(S), computed by
+parametric max-flow (`synth.bounds`). Trees reach it (Edmonds' branching theorem):
+`synth.algorithms._trees` packs k spanning out-trees from every rank, as few as keep the rate
+within 1% of the optimum, through switches by pairing a unit into a switch with one out of it
+(edge splitting), and `synth.algorithms._pipeline` turns them into steps, each root's piece cut
+into P chunks that follow each other down the trees.
+
+P comes from the message size: more chunks shorten the pipeline's fill and drain but pay a
+latency per step. The breadth-first trees (one per root, fewest hops, every link shared as it
+comes) are the other candidate: at small sizes their few steps beat the deep throughput trees.
+The schedule with the smallest step-synchronous time at the size is kept; its ``params`` say
+which trees, how many per root, their rate against the optimum, and P.
+
+allgather and broadcast (from the root) are packed directly; reduce-scatter and reduce are their
+duals (in-trees on the reversed topology, run backwards with reduces); allreduce is
+reduce-scatter then allgather, with the chunk count chosen for the two together.
+
+Options: ``size`` (bytes, default 1 GiB): the size the chunk count and trees are chosen for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from synth.algorithms._common import predicted_us
+from synth.algorithms._pipeline import chunk_shares, tree_schedule
+from synth.algorithms._rankpaths import channels_for
+from synth.algorithms._trees import Packing, shallow
+from synth.algorithms._trees import packings as tree_packings
+from synth.collective import DUAL, Collective, Kind
+from synth.errors import NotApplicable
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+from synth.transform import concat, dual_reduction
+
+METHOD = "packing"
+OPTIONS = frozenset({"size"})
+REFERENCE_SIZE = 1 << 30
+#: (trees, chunk count) pairs built and timed exactly, the best estimated ones
+EXACT_CANDIDATES = 4
+#: chunk counts are not tried beyond schedules of this many transfers
+TRANSFER_BUDGET = 3_000_000
+COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.REDUCE, Kind.ALLREDUCE})
+
+
+def packings(topology: Topology, kind: Kind, root: int | None) -> list[Packing]:
+    """The candidate trees: the throughput packings (fewest trees; shallower variants on up to
+    64 ranks, where growing them is cheap) and the breadth-first trees."""
+    found = tree_packings(topology, kind, root, variants=topology.num_ranks <= 64 or kind is Kind.BROADCAST)
+    out = list(found)
+    if found[0].shape != "shallow":
+        out.append(shallow(topology, kind, root))
+    return out
+
+
+def chunk_counts(packing: Packing, kind: Kind, ranks: int) -> list[int]:
+    """Chunks per root worth trying: multiples of the trees per root, doubling."""
+    k = packing.trees_per_root
+    per_chunk = (ranks - 1) * (ranks if kind is Kind.ALLGATHER else 1)
+    out = []
+    m = 1
+    while m <= 256 and (not out or per_chunk * k * m <= TRANSFER_BUDGET):
+        out.append(k * m)
+        m *= 2
+    return out
+
+
+def _params(packing: Packing, size: int | None, collective: Collective) -> dict:
+    params = packing.summary()
+    params["chunks_per_root"] = collective.chunks_per_piece if collective.kind is Kind.ALLGATHER else collective.num_chunks
+    if size is not None:
+        params["chosen_at_size"] = size
+    return params
+
+
+def estimate_us(topology: Topology, channels, packing: Packing, kind: Kind, chunks: int, size: int) -> float:
+    """A quick upper estimate of the pipelined schedule's time: every step as long as a full one
+    (each tree carrying a chunk on every arc), times the number of steps."""
+    loads = _loads(topology, channels, packing)
+    r = topology.num_ranks
+    chunk_bytes = size / (r * chunks) if kind is Kind.ALLGATHER else size / chunks
+    per_step = loads["alpha"] + chunk_bytes * loads["us_per_byte"]
+    steps = max(
+        -(-count // packing.classes[index].multiplicity) + packing.classes[index].height - 1
+        for root in packing.roots
+        for index, count in chunk_shares(packing, root, chunks)
+        if count
+    )
+    return steps * per_step
+
+
+def _loads(topology: Topology, channels, packing: Packing) -> dict:
+    """The busiest link's µs per chunk byte when every tree carries a chunk on every arc, and the
+    largest latency of a channel the trees use (cached on the packing object)."""
+    cached = packing.__dict__.get("_loads")
+    if cached is None:
+        load = np.zeros(len(topology.links))
+        alpha = 0.0
+        for cls in packing.classes:
+            arcs = cls.parent[cls.parent >= 0]
+            if arcs.size:
+                _, links = _links(channels, arcs)
+                np.add.at(load, links, cls.multiplicity)
+                alpha = max(alpha, float(channels.alpha[arcs].max()))
+        us_per_byte = float((load / (topology.bandwidth_array * 1e3)).max()) if load.size else 0.0
+        cached = packing.__dict__["_loads"] = {"alpha": alpha, "us_per_byte": us_per_byte}
+    return cached
+
+
+def _links(channels, chans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lo = channels.link_ptr[chans]
+    lens = channels.link_ptr[chans + 1] - lo
+    owner = np.repeat(np.arange(chans.size), lens)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    return owner, channels.link_ids[lo[owner] + offset]
+
+
+def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks: int | None, size: int) -> Schedule:
+    """The fastest pipelined schedule at ``size`` over the candidate trees: every (trees, chunk
+    count) pair is estimated (`estimate_us`), and the few best are built and timed exactly."""
+    channels = channels_for(topology)
+    r = topology.num_ranks
+    options = []
+    for packing in packings(topology, kind, root):
+        counts = [chunks] if chunks is not None else chunk_counts(packing, kind, r)
+        options += [(estimate_us(topology, channels, packing, kind, c, size), i, packing, c) for i, c in enumerate(counts)]
+    options.sort(key=lambda o: (o[0], o[1]))
+    best: tuple[float, int, Schedule] | None = None
+    for _, _, packing, count in options[:EXACT_CANDIDATES]:
+        collective = Collective(kind, r, count, root)
+        schedule = tree_schedule(topology, channels, packing, collective, METHOD, _params(packing, size, collective))
+        time = predicted_us(schedule, topology, [size])[0]
+        if best is None or (time, schedule.num_transfers) < best[:2]:
+            best = (time, schedule.num_transfers, schedule)
+    assert best is not None
+    return best[2]
+
+
+def synthesize(
+    topology: Topology,
+    collective: Collective,
+    router: Router | None = None,
+    **options: Any,
+) -> Schedule:
+    """Packed-tree schedule for ``collective`` (see the module docstring; ``requested_chunks``
+    None lets it choose the chunk count for ``size``)."""
+    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"packing takes no option(s) {', '.join(unknown)}")
+    kind = collective.kind
+    if kind not in COLLECTIVES:
+        raise NotApplicable(f"{METHOD} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in COLLECTIVES))})")
+    size = options.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+        raise ValueError(f"packing option size must be a positive integer, got {size!r}")
+    at = size if size is not None else REFERENCE_SIZE
+    chunks = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
+    router = router or router_for(topology)
+
+    def forward(chosen: int | None):
+        def build(topo: Topology, coll: Collective, _router: Router) -> Schedule:
+            return _best_tree_schedule(topo, coll.kind, coll.root, chosen, at)
+
+        return build
+
+    if kind in (Kind.ALLGATHER, Kind.BROADCAST):
+        return forward(chunks)(topology, collective, router)
+    if kind in (Kind.REDUCE_SCATTER, Kind.REDUCE):
+        return _dual(topology, kind, collective.root, forward(chunks))
+    return _allreduce(topology, collective, router, chunks, at, forward)
+
+
+def _dual(topology: Topology, kind: Kind, root: int | None, build) -> Schedule:
+    """Reduce-scatter / reduce: in-trees, as the allgather / broadcast of the reversed topology
+    run backwards with reduces (its chunk count is whatever the forward schedule chose)."""
+    reversed_topology = topology.reversed()
+    r = topology.num_ranks
+    forward = build(reversed_topology, Collective(DUAL[kind], r, 1, root), router_for(reversed_topology))
+    reduction = Collective(kind, r, forward.collective.chunks_per_piece, root)
+    params = dict(forward.params)
+    params["dual_of"] = DUAL[kind].value
+    return dual_reduction(forward, reduction, METHOD, params)
+
+
+def _allreduce(topology: Topology, collective: Collective, router: Router, chunks: int | None, at: int, forward) -> Schedule:
+    """Reduce-scatter then allgather with the same chunks per piece: the given one, or the one
+    whose two phases together are fastest at the size."""
+    r = topology.num_ranks
+    if chunks is not None:
+        if chunks % r:
+            raise NotApplicable(
+                f"{METHOD} allreduce runs reduce-scatter then allgather, so --chunks must be a multiple of the rank count {r}"
+            )
+        phases = {chunks // r: (None, None)}
+    else:
+        # each phase's own best chunk count, and the other phase at the same count
+        ag = forward(None)(topology, Collective(Kind.ALLGATHER, r, 1), router)
+        rs = _dual(topology, Kind.REDUCE_SCATTER, None, forward(None))
+        phases = {ag.collective.chunks_per_piece: (None, ag)}
+        phases.setdefault(rs.collective.chunks_per_piece, (rs, None))
+        if rs.collective.chunks_per_piece == ag.collective.chunks_per_piece:
+            phases[ag.collective.chunks_per_piece] = (rs, ag)
+    best: tuple[float, int, Schedule] | None = None
+    for per_piece, (rs, ag) in sorted(phases.items()):
+        rs = rs or _dual(topology, Kind.REDUCE_SCATTER, None, forward(per_piece))
+        ag = ag or forward(per_piece)(topology, Collective(Kind.ALLGATHER, r, per_piece), router)
+        params = {"phases": ["reduce-scatter", "allgather"], "reduce_scatter": dict(rs.params), "allgather": dict(ag.params)}
+        schedule = concat([rs, ag], Collective(Kind.ALLREDUCE, r, r * per_piece), METHOD, params)
+        time = predicted_us(schedule, topology, [at])[0]
+        if best is None or (time, schedule.num_transfers) < best[:2]:
+            best = (time, schedule.num_transfers, schedule)
+    assert best is not None
+    return best[2]

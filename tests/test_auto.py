@@ -1,0 +1,100 @@
+"""``auto``: the best predicted schedule among every applicable method, explained."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
+from synth.algorithms._common import predicted_us
+from synth.cli import main
+from synth.collective import ROOTED, Kind
+from synth.errors import NotApplicable
+from synth.verify import verify
+
+from .reference import numeric_replay
+
+
+@pytest.fixture(autouse=True)
+def no_ilp_unless_asked(request, monkeypatch):
+    """The ILP gets 10 s per size in auto; only the test about it lets it run."""
+    if "ilp" not in request.node.name:
+        monkeypatch.setattr("synth.algorithms.auto.EXACT", {"ilp": (0, 10.0)})
+
+
+def classic_times(topo, kind, size, root=None):
+    out = {}
+    for name in CLASSIC_METHODS:
+        if not METHODS[name].serves(kind):
+            continue
+        try:
+            schedule = synthesize(topo, kind, name, root=root)
+        except NotApplicable:
+            continue
+        out[name] = predicted_us(schedule, topo, [size])[0]
+    return out
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_every_collective_never_worse_than_a_classic(small_topologies, kind):
+    topo = small_topologies["fattree2x2x2"]
+    root = 1 if kind in ROOTED else None
+    for size in (1 << 10, 1 << 30):
+        schedule = synthesize(topo, kind, "auto", root=root, options={"size": size})
+        assert verify(schedule, topo).ok
+        assert numeric_replay(schedule)
+        chosen = predicted_us(schedule, topo, [size])[0]
+        assert chosen == pytest.approx(schedule.params["predicted_us"][schedule.params["chosen"]][0], abs=1e-3)
+        assert all(chosen <= t * (1 + 1e-9) for t in classic_times(topo, kind, size, root).values())
+        assert chosen == pytest.approx(min(ts[0] for ts in schedule.params["predicted_us"].values()), abs=1e-3)
+
+
+def test_explains_its_choice(dgx1):
+    schedule = synthesize(dgx1, "allgather", "auto", options={"size": 1 << 30})
+    params = schedule.params
+    assert schedule.method == "auto"
+    assert params["chosen"].split("@")[0] in METHODS
+    assert params["chosen_method"] == params["chosen"].split("@")[0]
+    assert params["explanation"][0].startswith(f"auto chose {params['chosen']}")
+    assert "lower bound" in params["explanation"][0]
+    assert params["lower_bound_us"][0] <= params["predicted_us"][params["chosen"]][0]
+
+
+def test_a_range_of_sizes(dgx1):
+    sizes = [1 << 10, 1 << 20, 1 << 30]
+    schedule = synthesize(dgx1, "allreduce", "auto", options={"sizes": sizes})
+    params = schedule.params
+    assert params["sizes"] == sizes
+    assert len(params["predicted_us"][params["chosen"]]) == 3
+    assert "geometric mean" in params["explanation"][0]
+    # tuned methods ran once per size
+    assert {"greedy@1KiB", "greedy@1MiB", "greedy@1GiB"} <= set(params["predicted_us"])
+
+
+def test_budget_keeps_only_the_baselines(dgx1):
+    schedule = synthesize(dgx1, "allgather", "auto", options={"budget": 0.0})
+    assert all(label.split("@")[0] in CLASSIC_METHODS + NCCL_METHODS for label in schedule.params["predicted_us"])
+    assert "time budget" in schedule.params["skipped"]["greedy"]
+
+
+def test_the_ilp_runs_on_small_machines_only(builtin):
+    small = synthesize(builtin("dgx1"), "broadcast", "auto", root=0, options={"size": 1 << 10})
+    assert any(label.startswith("ilp") for label in small.params["predicted_us"])
+    large = synthesize(builtin("dgx2"), "broadcast", "auto", root=0, options={"size": 1 << 10})
+    assert "exact solver" in large.params["skipped"]["ilp"]
+
+
+def test_option_errors(dgx1):
+    with pytest.raises(ValueError, match="either size or sizes"):
+        synthesize(dgx1, "allgather", "auto", options={"size": 1, "sizes": [1]})
+
+
+def test_cli_prints_the_choice(tmp_path):
+    out = tmp_path / "s.json"
+    result = CliRunner().invoke(main, ["synthesize", "dgx1", "-c", "allgather", "-m", "auto", "--size", "1KiB", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "auto chose" in result.output
+    assert out.is_file()
+    result = CliRunner().invoke(main, ["synthesize", "dgx1", "-c", "allgather", "-m", "ring", "--size", "1KiB", "-o", str(out)])
+    assert result.exit_code == 2
+    assert "does not take it" in result.output

@@ -1,0 +1,153 @@
+"""The greedy synthesizer: every collective verifies and computes the right values, on built-ins,
+generated families and random machines; a seed gives the same schedule; options behave."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from synth import generators as gen
+from synth.algorithms import METHODS, synthesize
+from synth.algorithms._common import predicted_us
+from synth.algorithms._rankpaths import channels_for
+from synth.bounds import bound_model
+from synth.builtin import BUILTIN_NAMES
+from synth.collective import ROOTED, Kind
+from synth.errors import NotApplicable
+from synth.verify import verify
+
+from .conftest import SMALL_TOPOLOGIES
+from .random_machines import machines
+from .reference import numeric_replay
+
+KINDS = sorted(METHODS["greedy"].collectives)
+
+
+def test_serves_every_collective():
+    assert set(KINDS) == set(Kind)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_TOPOLOGIES))
+def test_every_collective_on_small_topologies(small_topologies, name):
+    topo = small_topologies[name]
+    for kind in KINDS:
+        roots = [0, topo.num_ranks - 1] if kind in ROOTED else [None]
+        for root in roots:
+            for chunks in (None, 2 * topo.num_ranks if kind is Kind.ALLREDUCE else 3):
+                schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, verify=False)
+                assert verify(schedule, topo).ok, (kind, root, chunks)
+                assert numeric_replay(schedule), (kind, root, chunks)
+
+
+@pytest.mark.parametrize("name", BUILTIN_NAMES)
+def test_every_collective_on_builtins(builtin, name):
+    topo = builtin(name)
+    for kind in KINDS:
+        if kind is Kind.ALLTOALL and topo.num_ranks > 32:
+            continue  # a 128-rank alltoall has 16,384 chunks: covered by the slow test
+        schedule = synthesize(topo, kind, "greedy", root=0 if kind in ROOTED else None, verify=False)
+        assert verify(schedule, topo).ok, kind
+
+
+@pytest.mark.slow
+def test_alltoall_on_the_fat_tree(builtin):
+    topo = builtin("fattree-4rack")
+    assert verify(synthesize(topo, "alltoall", "greedy", verify=False), topo).ok
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topo=machines(), data=st.data())
+def test_random_machines(topo, data):
+    kind = data.draw(st.sampled_from(KINDS), label="kind")
+    root = data.draw(st.integers(0, topo.num_ranks - 1), label="root") if kind in ROOTED else None
+    unit = topo.num_ranks if kind is Kind.ALLREDUCE else 1
+    chunks = unit * data.draw(st.integers(1, 3), label="chunks")
+    seed = data.draw(st.integers(0, 5), label="seed")
+    schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, options={"seed": seed}, verify=False)
+    result = verify(schedule, topo)
+    assert result.ok, result.violation
+    assert numeric_replay(schedule)
+
+
+def test_same_seed_same_schedule_and_seeds_differ(builtin):
+    topo = gen.torus(4, 4)
+    a = synthesize(topo, "allgather", "greedy", chunks=2, options={"seed": 3})
+    b = synthesize(topo, "allgather", "greedy", chunks=2, options={"seed": 3})
+    assert a == b
+    others = [synthesize(topo, "allgather", "greedy", chunks=2, options={"seed": s}) for s in range(4)]
+    assert any(o != a for o in others)
+
+
+def test_seeds_keeps_the_fastest(builtin):
+    topo = builtin("dgx-a100x4")
+    size = 1 << 30
+    singles = [synthesize(topo, "allgather", "greedy", options={"seed": s}) for s in range(4)]
+    best = synthesize(topo, "allgather", "greedy", options={"seed": 0, "seeds": 4})
+    times = [predicted_us(s, topo, [size])[0] for s in singles]
+    assert predicted_us(best, topo, [size])[0] == pytest.approx(min(times))
+    assert best.params["seeds_tried"] == 4
+
+
+def test_size_chooses_chunks(builtin):
+    topo = builtin("dgx1")
+    default = synthesize(topo, "allgather", "greedy")
+    tuned = synthesize(topo, "allgather", "greedy", options={"size": 1 << 30})
+    assert default.collective.chunks_per_piece == 1
+    assert tuned.params["chosen_at_size"] == 1 << 30
+    assert predicted_us(tuned, topo, [1 << 30])[0] < predicted_us(default, topo, [1 << 30])[0]
+    # a chunk count given by the caller is kept
+    fixed = synthesize(topo, "allgather", "greedy", chunks=2, options={"size": 1 << 30})
+    assert fixed.collective.chunks_per_piece == 2
+
+
+def test_option_errors(dgx1):
+    with pytest.raises(NotApplicable, match=r"takes no option\(s\) sead"):
+        synthesize(dgx1, "allgather", "greedy", options={"sead": 1})
+    with pytest.raises(NotApplicable, match="it takes: none"):
+        synthesize(dgx1, "allgather", "ring", options={"seed": 1})
+    with pytest.raises(ValueError, match="seeds"):
+        synthesize(dgx1, "allgather", "greedy", options={"seeds": 0})
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "chunks", "limit"),
+    [
+        ("dgx1", lambda b: b("dgx1"), 6, 1.01),
+        ("torus8x8", lambda b: gen.torus(8, 8), 2, 1.03),
+        ("torus16x16", lambda b: gen.torus(16, 16), 1, 1.03),
+    ],
+)
+def test_allgather_close_to_the_ingress_bound(builtin, name, make, chunks, limit):
+    """Regression guard for the benchmark figures (benchmarks/quality.py): rarest-first keeps every
+    link busy."""
+    topo = make(builtin)
+    schedule = synthesize(topo, "allgather", "greedy", chunks=chunks, options={"seeds": 4})
+    size = 1 << 30
+    ratio = predicted_us(schedule, topo, [size])[0] / bound_model(topo, "allgather").term("ingress").time_us(size)
+    assert 1.0 <= ratio <= limit
+
+
+def test_neighbourhoods_bring_chunks_into_a_box_about_once(builtin):
+    """On four DGX A100 boxes joined by 25 GB/s NICs, the NICs bring chunks a box lacks; repeats
+    only fill NIC slots that have nothing new to carry (without neighbourhoods, about half the
+    NIC transfers were repeats and the schedule took twice as many steps)."""
+    topo = builtin("dgx-a100x4")
+    schedule = synthesize(topo, "allgather", "greedy")
+    box = np.arange(topo.num_ranks) // 8
+    crossing = box[schedule.src] != box[schedule.dst]
+    pairs = set(zip(box[schedule.dst[crossing]].tolist(), schedule.chunk[crossing].tolist()))
+    assert len(pairs) == 4 * 24
+    assert crossing.sum() <= 1.25 * 4 * 24
+    assert schedule.num_steps <= 5  # 24 outside chunks over 8 NICs: 3 steps, and spreading
+
+
+def test_channels_sparse_on_large_fabrics():
+    topo = gen.fattree(racks=2, servers=16, gpus=8)
+    channels = channels_for(topo)
+    assert not channels.complete
+    per_rank = np.bincount(channels.src, minlength=topo.num_ranks)
+    assert per_rank.max() <= 7 + 2 * 5  # the server's GPUs, and partners 1, 2, 4, 8, 16 servers away both ways
+    schedule = synthesize(topo, "allgather", "greedy")
+    assert verify(schedule, topo).ok
