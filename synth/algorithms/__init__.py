@@ -123,10 +123,12 @@ METHODS: dict[str, Method] = {
     ),
     "hierarchical": Method(
         "hierarchical",
-        "multi-host allreduce: reduce-scatter in hosts, allreduce across hosts, allgather in hosts",
+        "multi-host: allreduce = reduce-scatter in hosts, allreduce across, allgather in hosts; gather/scatter over rails",
         hierarchical.COLLECTIVES,
         hierarchical.synthesize,
         _ranks_for_allreduce,
+        options=hierarchical.OPTIONS,
+        chooses_chunks=True,
     ),
     "ilp": Method(
         "ilp",

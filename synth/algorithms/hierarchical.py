@@ -1,6 +1,8 @@
-"""Hierarchical allreduce for machines of several hosts (Horovod's and NCCL's two-level scheme):
-reduce-scatter inside every host, allreduce across hosts among the ranks with the same local index,
-allgather inside every host.
+"""Hierarchical collectives for machines of several hosts.
+
+Allreduce (Horovod's and NCCL's two-level scheme): reduce-scatter inside every host, allreduce
+across hosts among the ranks with the same local index, allgather inside every host. Scatter and
+gather (`scatter`, `gather`): through the root's host, one rail per local index, pipelined.
 
 After the first phase, local rank ℓ of every host holds piece ℓ of the data reduced over its host;
 the second phase runs H-rank allreduces (one per local index, over that "rail" of the network) on
@@ -31,6 +33,7 @@ import numpy as np
 from synth.algorithms._channels import spread_routes
 from synth.algorithms._common import dispatcher
 from synth.algorithms._compose import connected, embed, induced_topology, overlap, parallel
+from synth.algorithms._lowering import logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router, ring_order, router_for
@@ -155,6 +158,105 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
     return spread_routes(overlap(first, in_hosts(Kind.ALLGATHER), collective, METHOD, params), topology, router)
 
 
-BUILDERS = {Kind.ALLREDUCE: allreduce}
+def _root_host(topology: Topology, root: int) -> tuple[list[list[int]], int]:
+    """The hosts' ranks and the index of the root's host."""
+    hosts = host_ranks(topology)
+    for h, ranks in enumerate(hosts):
+        if root in ranks:
+            return hosts, h
+    raise AssertionError("every rank is on a host")  # host_ranks covers every rank
+
+
+def _scatter_steps(topology: Topology, collective: Collective) -> list:
+    """The logical steps of a pipelined two-level scatter (see `scatter`)."""
+    r, k, root = collective.num_ranks, collective.chunks_per_piece, collective.root
+    hosts, h0 = _root_host(topology, root)
+    local = len(hosts[0])
+    # stage 1 (chunk i in step i): root -> its host's rank at local index g, the pieces of rank g of every host
+    hand_src, hand_dst, hand_piece = [], [], []
+    for g in range(local):
+        relay = hosts[h0][g]
+        if relay == root:
+            continue
+        for ranks in hosts:
+            hand_src.append(root)
+            hand_dst.append(relay)
+            hand_piece.append(ranks[g])
+    # stage 2 (chunk i in step i + 1): rank g of the root's host -> rank g of every other host (a rail)
+    rail_src, rail_dst = [], []
+    for h, ranks in enumerate(hosts):
+        if h == h0:
+            continue
+        for g in range(local):
+            rail_src.append(hosts[h0][g])
+            rail_dst.append(ranks[g])
+    hand = (np.array(hand_src, dtype=np.int64), np.array(hand_dst, dtype=np.int64), np.array(hand_piece, dtype=np.int64))
+    rail = (np.array(rail_src, dtype=np.int64), np.array(rail_dst, dtype=np.int64))
+    assert len(hand[0]) + len(rail[0]) >= r - 1
+    steps = []
+    for t in range(k + 1):
+        src, dst, chunk = [], [], []
+        if t < k:
+            src.append(hand[0])
+            dst.append(hand[1])
+            chunk.append(hand[2] * k + t)
+        if t > 0:
+            src.append(rail[0])
+            dst.append(rail[1])
+            chunk.append(rail[1] * k + t - 1)
+        steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
+    return steps
+
+
+def scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    """Two-level scatter, pipelined over the k chunks of every piece: in step i the root hands
+    chunk i of the pieces of local rank g of every host to its own host's rank g (fast links
+    inside the host), which in step i + 1 sends each on along its rail to rank g of every other
+    host (one NIC per rank, all of them busy, instead of the root's NIC carrying everything).
+    k + 1 steps; with many chunks the time approaches the root's outgoing bandwidth limit."""
+    hosts, _ = _root_host(topology, collective.root)
+    params = {"phases": ["root to its host, per local index", "along the rails"], "hosts": len(hosts)}
+    return lower_copies(topology, collective, _scatter_steps(topology, collective), METHOD, params, router)
+
+
+def gather(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    """Two-level gather: the scatter's steps reversed (rails first, then into the root)."""
+    hosts, _ = _root_host(topology, collective.root)
+    steps = [(dst, src, chunk) for src, dst, chunk in reversed(_scatter_steps(topology, collective))]
+    params = {"phases": ["along the rails", "into the root, per local index"], "hosts": len(hosts)}
+    return lower_copies(topology, collective, steps, METHOD, params, router)
+
+
+BUILDERS = {Kind.ALLREDUCE: allreduce, Kind.SCATTER: scatter, Kind.GATHER: gather}
 COLLECTIVES = frozenset(BUILDERS)
-synthesize = dispatcher(METHOD, BUILDERS)
+_dispatch = dispatcher(METHOD, BUILDERS)
+OPTIONS = frozenset({"size"})
+#: chunks per piece tried for gather and scatter with the ``size`` option
+CHUNK_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options) -> Schedule:
+    """The hierarchical schedule for ``collective``. With ``size`` (bytes) and no chunk count from
+    the caller, gather and scatter take the chunks per piece among `CHUNK_CHOICES` whose schedule
+    is fastest at that size (step-synchronous model): one chunk for small messages (two steps),
+    many for large ones (the pipeline fill costs one step in k + 1)."""
+    from synth.algorithms._common import predicted_us
+
+    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"hierarchical takes no option(s) {', '.join(unknown)}")
+    size = options.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+        raise ValueError(f"hierarchical option size must be a positive integer, got {size!r}")
+    router = router or router_for(topology)
+    tune = size is not None and options.get("requested_chunks") is None and collective.kind in (Kind.GATHER, Kind.SCATTER)
+    if not tune:
+        return _dispatch(topology, collective, router)
+    best = None
+    for k in CHUNK_CHOICES:
+        schedule = _dispatch(topology, Collective(collective.kind, collective.num_ranks, k, collective.root), router)
+        time = predicted_us(schedule, topology, [size])[0]
+        if best is None or time < best[0] * (1 - 1e-9):
+            best = (time, schedule)
+    assert best is not None
+    return best[1]
