@@ -98,3 +98,16 @@ def test_cli_prints_the_choice(tmp_path):
     result = CliRunner().invoke(main, ["synthesize", "dgx1", "-c", "allgather", "-m", "ring", "--size", "1KiB", "-o", str(out)])
     assert result.exit_code == 2
     assert "does not take it" in result.output
+
+
+def test_identical_candidates_kept_once_and_explanation_short(builtin):
+    """hierarchical allreduce ignores the size, so its runs for several sizes are one candidate;
+    the explanation shows the smallest, middle and largest of many sizes (params hold them all)."""
+    topo = builtin("dgx-a100x2")
+    sizes = [1 << (10 + 2 * i) for i in range(11)]  # 1 KiB .. 1 GiB
+    schedule = synthesize(topo, "allreduce", "auto", options={"sizes": sizes, "budget": 60})
+    labels = [label for label in schedule.params["predicted_us"] if label.startswith("hierarchical")]
+    assert len(labels) == 1
+    assert all(len(times) == len(sizes) for times in schedule.params["predicted_us"].values())
+    first = schedule.params["explanation"][0]
+    assert "over 11 sizes" in first and first.count("x the lower bound") == 3

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from synth.algorithms._common import predicted_us
 from synth.bounds import bound_model
 from synth.collective import Collective, Kind
@@ -115,6 +117,8 @@ def synthesize(
                 done += 1
                 if progress is not None:
                     progress(min(done, planned), planned)
+            if any(other.method == schedule.method and _same_schedule(other, schedule) for _, other, _ in candidates):
+                continue  # a method that ignores the size here (hierarchical allreduce) gave the same again
             candidates.append((label, schedule, predicted_us(schedule, topology, sizes)))
     if not candidates:
         raise NotApplicable(f"no method serves {kind.value} here ({'; '.join(f'{k}: {v}' for k, v in skipped.items())})")
@@ -141,16 +145,25 @@ def synthesize(
     return replace(chosen, method=METHOD, params=params)
 
 
+def _same_schedule(a: Schedule, b: Schedule) -> bool:
+    if a.collective != b.collective or a.num_transfers != b.num_transfers or a.routes != b.routes:
+        return False
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("step_starts", "src", "dst", "chunk", "op", "route"))
+
+
 def _explain(ranked: list[tuple[str, Schedule, list[float]]], sizes: list[int], bounds: list[float]) -> list[str]:
-    """A few lines: what was chosen, how far from the bound, and how the runners-up compare."""
+    """A few lines: what was chosen, how far from the bound, and how the runners-up compare (at the
+    smallest, middle and largest size when more were asked; ``params`` hold every size)."""
     label, _, times = ranked[0]
+    shown = sorted({0, len(sizes) // 2, len(sizes) - 1})
     lines = []
     where = ", ".join(
-        f"{format_size(s)}: {t:.3f} us ({t / b:.3f}x the lower bound {b:.3f} us)" for s, t, b in zip(sizes, times, bounds)
+        f"{format_size(sizes[i])}: {times[i]:.3f} us ({times[i] / bounds[i]:.3f}x the lower bound {bounds[i]:.3f} us)"
+        for i in shown
     )
-    why = "the fastest" if len(sizes) == 1 else "the best geometric mean relative to the fastest at each size"
+    why = "the fastest" if len(sizes) == 1 else f"over {len(sizes)} sizes the best geometric mean relative to the fastest"
     lines.append(f"auto chose {label}, {why} of {len(ranked)} candidates: {where}")
     for other, _, other_times in ranked[1:4]:
-        rel = ", ".join(f"{format_size(s)} {o / t:.3f}x" for s, o, t in zip(sizes, other_times, times))
+        rel = ", ".join(f"{format_size(sizes[i])} {other_times[i] / times[i]:.3f}x" for i in shown)
         lines.append(f"  then {other}: {rel} of the chosen time")
     return lines
