@@ -22,7 +22,7 @@ from synth.collective import Kind
 from synth.errors import NotApplicable
 from synth.nccl_model import LABEL as NCCL_LABEL
 from synth.nccl_model import nccl_model_best
-from synth.schedule import Schedule
+from synth.schedule import Schedule, same_transfers
 from synth.simulate import Simulator
 from synth.topology import Topology
 from synth.units import format_size
@@ -243,7 +243,7 @@ def compare(
         schedule = schedules[-1]  # tuned for the largest size: the one kept for timelines and reports
         collective_root = schedule.collective.root
         tuned = ()
-        if tuning != [None]:
+        if tuning != [None] and not all(same_transfers(schedules[0], other) for other in schedules[1:]):
             tuned = tuple((format_size(tuning[j]), schedules[j].num_steps, schedules[j].collective.num_chunks) for j in pick)
         outcomes.append(
             MethodOutcome(

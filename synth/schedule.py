@@ -170,6 +170,16 @@ class Schedule:
         return builder.build(normalize=False, drop_empty=False)
 
 
+def same_transfers(a: Schedule, b: Schedule) -> bool:
+    """The same collective and the same transfers step by step (method and params aside): e.g. a
+    method that was asked for two sizes and gave the same schedule for both."""
+    if a.collective != b.collective or a.num_transfers != b.num_transfers or a.step_starts.shape != b.step_starts.shape:
+        return False
+    if not all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("step_starts", "src", "dst", "chunk", "op")):
+        return False
+    return [a.routes[i] for i in a.route] == [b.routes[i] for i in b.route]
+
+
 class ScheduleBuilder:
     """Accumulates steps and produces a `Schedule` in canonical order.
 

@@ -84,3 +84,11 @@ def test_self_tuning_methods_take_the_schedule_tuned_for_each_size(dgx1):
     assert ring.tuned == () and ring.shape(0) == (ring.steps, ring.chunks)
     assert "tuned for 1KiB" in render(c)
     assert c.to_dict()["schedules"][0]["tuned_for"][str(1 << 10)] == "1KiB"
+
+
+def test_a_method_that_ignores_the_size_is_not_shown_as_tuned(builtin):
+    topo = builtin("dgx-a100x2")
+    allreduce = compare(topo, "allreduce", [1 << 10, 1 << 30], methods=["hierarchical"]).outcomes[0]
+    assert allreduce.ok and allreduce.tuned == ()  # hierarchical allreduce: one schedule for every size
+    scatter = compare(topo, "scatter", [1 << 10, 1 << 30], methods=["hierarchical"]).outcomes[0]
+    assert [t[0] for t in scatter.tuned] == ["1KiB", "1GiB"] and scatter.shape(0) != scatter.shape(1)

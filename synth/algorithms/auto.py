@@ -24,14 +24,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from synth.algorithms._common import predicted_us
 from synth.bounds import bound_model
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router
-from synth.schedule import Schedule
+from synth.schedule import Schedule, same_transfers
 from synth.topology import Topology
 from synth.units import format_size
 
@@ -117,7 +115,7 @@ def synthesize(
                 done += 1
                 if progress is not None:
                     progress(min(done, planned), planned)
-            if any(other.method == schedule.method and _same_schedule(other, schedule) for _, other, _ in candidates):
+            if any(other.method == schedule.method and same_transfers(other, schedule) for _, other, _ in candidates):
                 continue  # a method that ignores the size here (hierarchical allreduce) gave the same again
             candidates.append((label, schedule, predicted_us(schedule, topology, sizes)))
     if not candidates:
@@ -143,12 +141,6 @@ def synthesize(
         "explanation": _explain(ranked, sizes, bounds),
     }
     return replace(chosen, method=METHOD, params=params)
-
-
-def _same_schedule(a: Schedule, b: Schedule) -> bool:
-    if a.collective != b.collective or a.num_transfers != b.num_transfers or a.routes != b.routes:
-        return False
-    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("step_starts", "src", "dst", "chunk", "op", "route"))
 
 
 def _explain(ranked: list[tuple[str, Schedule, list[float]]], sizes: list[int], bounds: list[float]) -> list[str]:
