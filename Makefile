@@ -15,13 +15,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## The main job: synthesize an allreduce for a DGX-1, verify it, predict its time, compare every method with the bound.
+## The main job: synthesize an allreduce for a DGX-1, verify it, predict its time, compare every method with the bound, run it.
 demo: $(STAMP)
 	$(BIN)/synth topo show dgx1
 	$(BIN)/synth synthesize dgx1 --collective allreduce --method ring -o out/dgx1-allreduce-ring.json
 	$(BIN)/synth verify out/dgx1-allreduce-ring.json --topology dgx1
 	$(BIN)/synth simulate out/dgx1-allreduce-ring.json --size 1KiB,1MiB,1GiB
 	$(BIN)/synth compare dgx1 --collective allreduce --sizes 1KiB,1GiB
+	$(BIN)/synth run out/dgx1-allreduce-ring.json --size 1KiB,1MiB
 
 ## The test suite (slow cases excluded; see test-all).
 test: $(STAMP)
