@@ -48,8 +48,9 @@ def parse_size(text: str | int) -> int:
     return int(value)
 
 
-def parse_sizes(text: str) -> list[int]:
-    """A comma-separated list of sizes (``"1KiB,1MiB,1GiB"``); ``a..b`` means a, 2a, 4a, … ≤ b."""
+def parse_sizes(text: str, factor: float = 2) -> list[int]:
+    """A comma-separated list of sizes (``"1KiB,1MiB,1GiB"``); ``a..b`` means a, a·f, a·f², … ≤ b
+    with f = ``factor`` (2 unless given, as nccl-tests' ``-f``)."""
     sizes: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -57,7 +58,7 @@ def parse_sizes(text: str) -> list[int]:
             continue
         if ".." in part:
             lo, hi = part.split("..", 1)
-            sizes.extend(size_range(parse_size(lo), parse_size(hi), 2))
+            sizes.extend(size_range(parse_size(lo), parse_size(hi), factor))
         else:
             sizes.append(parse_size(part))
     if not sizes:

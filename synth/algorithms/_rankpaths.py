@@ -116,20 +116,12 @@ class Channels:
         cached = self.__dict__.get("_hops")
         if cached is not None:
             return cached
+        from synth.bounds.latency import hop_distances
+
         r = self.topology.num_ranks
         adjacency = np.zeros((r, r), dtype=bool)
         adjacency[self.src, self.dst] = True
-        hops = np.full((r, r), -1, dtype=np.int32)
-        frontier = np.eye(r, dtype=bool)
-        reached = frontier.copy()
-        hops[frontier] = 0
-        step = adjacency.astype(np.float32)
-        level = 0
-        while frontier.any():
-            level += 1
-            frontier = ((frontier.astype(np.float32) @ step) > 0) & ~reached
-            hops[frontier] = level
-            reached |= frontier
+        hops = hop_distances(adjacency).astype(np.int32)
         hops.setflags(write=False)
         self.__dict__["_hops"] = hops
         return hops

@@ -76,7 +76,7 @@ def _floyd(topology: Topology) -> tuple[np.ndarray, np.ndarray]:
     return switch_only[:r, :r], dist[:r, :r]
 
 
-def _hop_distances(adjacency: np.ndarray) -> np.ndarray:
+def hop_distances(adjacency: np.ndarray) -> np.ndarray:
     """BFS distances in a directed graph given as a boolean matrix, all sources at once (one
     matrix product per level)."""
     r = adjacency.shape[0]
@@ -108,7 +108,7 @@ def latency_facts(topology: Topology) -> LatencyFacts:
             direct[a] = _dijkstra(topology, a, through_ranks=False)[:r]
     np.fill_diagonal(direct, INF)
     min_alpha = float(direct.min()) if r > 1 else 0.0
-    hops = _hop_distances(np.isfinite(direct))
+    hops = hop_distances(np.isfinite(direct))
     alpha = np.ascontiguousarray(alpha)
     alpha.setflags(write=False)
     hops.setflags(write=False)

@@ -33,7 +33,7 @@ from synth.exec.faults import ExecutionError, signal_name
 from synth.exec.layout import Layout
 from synth.exec.report import Measurement, average_busbw, table_header, table_row
 from synth.schedule import Schedule, load_schedule
-from synth.units import parse_size, size_range
+from synth.units import parse_size, parse_sizes, size_range
 from synth.verify import verify
 
 DEFAULT_MIN, DEFAULT_MAX, DEFAULT_FACTOR = "8", "8M", 4.0
@@ -198,19 +198,7 @@ def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | Non
             if hi < lo:
                 raise ValueError(f"the largest size {hi} is below the smallest {lo}")
             return size_range(lo, hi, factor)
-        out: list[int] = []
-        for part in sizes.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if ".." in part:
-                a, b = part.split("..", 1)
-                out.extend(size_range(parse_size(a), parse_size(b), factor))
-            else:
-                out.append(parse_size(part))
-        if not out:
-            raise ValueError("no sizes given")
-        return out
+        return parse_sizes(sizes, factor)
     except ValueError as exc:
         option = "--size" if sizes is not None else "-b/-e"
         raise InputError("synth run", option, sizes if sizes is not None else f"{minbytes}..{maxbytes}", str(exc)) from None
