@@ -43,6 +43,22 @@ DEFAULT_BUDGET = 120.0
 #: exact solvers: auto runs them on machines of at most this many ranks, for at most this many
 #: seconds per size
 EXACT = {"ilp": (8, 10.0)}
+#: at the largest size asked, if at least this big, auto also asks the exact solver for a pipelined
+#: schedule: `PIPELINE_WAVES` waves of w chunks per piece following one `PIPELINE_STAGES`-step
+#: template (docs/ilp.md), w from `wave_chunks`
+PIPELINE_FROM = 1 << 20
+PIPELINE_STAGES = 3
+PIPELINE_WAVES = 8
+
+
+def wave_chunks(topology: Topology) -> int:
+    """Chunks per wave for a pipelined exact schedule: as many as the slowest link's share of the
+    busiest rank's ingress (a DGX-1: 150 GB/s over 25 GB/s links = 6, so its four NVLink
+    neighbours can each carry a whole number of chunks per step in proportion to their
+    bandwidth), between 1 and 8."""
+    slowest = min(link.bandwidth for link in topology.links)
+    ingress = max(topology.rank_ingress(v) for v in range(topology.num_ranks))
+    return max(1, min(8, round(ingress / slowest)))
 
 
 def _sizes(options: Mapping[str, Any]) -> list[int]:
@@ -100,14 +116,23 @@ def synthesize(
         if name not in BASELINES and spent > budget:
             skipped[name] = f"time budget of {budget:g} s spent"
             continue
-        runs = [{"size": s} for s in _tuning_sizes(sizes)] if "size" in method.options else [{}]
+        runs: list[tuple[str, dict[str, Any], int | None]] = (
+            [(f"{name}@{format_size(s)}", {"size": s}, chunks) for s in _tuning_sizes(sizes)]
+            if "size" in method.options
+            else [(name, {}, chunks)]
+        )
         if name in EXACT:
+            if chunks is None and sizes[-1] >= PIPELINE_FROM:
+                w = wave_chunks(topology)
+                k = w * PIPELINE_WAVES * (r if kind is Kind.ALLREDUCE else 1)
+                extra = {"size": sizes[-1], "pipeline": PIPELINE_STAGES, "wave_chunks": w}
+                runs.append((f"{name}@{format_size(sizes[-1])}/pipelined", extra, k))
+                planned += 1
             share = max(1.0, min(EXACT[name][1], (budget - spent) / len(runs)))
-            runs = [{**extra, "time_limit": share} for extra in runs]
-        for extra in runs:
-            label = name if "size" not in extra else f"{name}@{format_size(extra['size'])}"
+            runs = [(label, {**extra, "time_limit": share}, k) for label, extra, k in runs]
+        for label, extra, k in runs:
             try:
-                schedule = run(topology, kind, name, root=root, chunks=chunks, router=router, options=extra or None)
+                schedule = run(topology, kind, name, root=root, chunks=k, router=router, options=extra or None)
             except NotApplicable as exc:
                 skipped[label] = str(exc)
                 continue
