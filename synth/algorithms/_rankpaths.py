@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
 
+import networkx as nx
 import numpy as np
 
 from synth.routing import _mix
@@ -212,25 +213,13 @@ def channels_for(topology: Topology, *, full_pairs: int = FULL_PAIRS) -> Channel
 
 # ============================================================================ construction
 def _switch_components(topology: Topology) -> list[list[int]]:
-    """Switch node ids grouped by (undirected) connectivity over switch-to-switch links."""
+    """Switch node ids grouped by (undirected) connectivity over switch-to-switch links, each group
+    sorted, groups by their smallest id."""
     r, n = topology.num_ranks, topology.num_nodes
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for link in topology.links:
-        if link.src >= r and link.dst >= r:
-            a, b = find(link.src), find(link.dst)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for s in range(r, n):
-        groups.setdefault(find(s), []).append(s)
-    return [groups[k] for k in sorted(groups)]
+    graph = nx.Graph()
+    graph.add_nodes_from(range(r, n))
+    graph.add_edges_from((link.src, link.dst) for link in topology.links if link.src >= r and link.dst >= r)
+    return sorted(sorted(component) for component in nx.connected_components(graph))
 
 
 class _Component:
