@@ -52,6 +52,7 @@ CASES = [
     ("torus3x3", "gather", "auto", 5, {"size": 1 << 30}),  # 9 ranks: auto runs no ILP
     ("dgx-a100x2", "scatter", "hierarchical", 3, {"size": 1 << 30}),
     ("dgx-a100x2", "gather", "hierarchical", 11, {"size": 1 << 20}),
+    ("dgx-a100x2", "alltoall", "hierarchical", None, {"size": 1 << 30}),
     ("torus3x3", "broadcast", "packing", 4, {"size": 1 << 30}),
     ("fattree", "reduce", "greedy", 2, {"size": 1 << 20}),
     ("fattree", "allgather", "packing", None, {"size": 1 << 20}),

@@ -3,6 +3,7 @@
 Allreduce (Horovod's and NCCL's two-level scheme): reduce-scatter inside every host, allreduce
 across hosts among the ranks with the same local index, allgather inside every host. Scatter and
 gather (`scatter`, `gather`): through the root's host, one rail per local index, pipelined.
+Alltoall (`alltoall`): to the right local index inside the host, then along the rails, pipelined.
 
 After the first phase, local rank ℓ of every host holds piece ℓ of the data reduced over its host;
 the second phase runs H-rank allreduces (one per local index, over that "rail" of the network) on
@@ -227,17 +228,57 @@ def gather(topology: Topology, collective: Collective, router: Router) -> Schedu
     return lower_copies(topology, collective, steps, METHOD, params, router)
 
 
-BUILDERS = {Kind.ALLREDUCE: allreduce, Kind.SCATTER: scatter, Kind.GATHER: gather}
+def alltoall(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    """Two-level alltoall (as NCCL's PXN and MoE all-to-alls across nodes do it), pipelined over
+    the k chunks of every piece: in step i, rank g of each host hands chunk i of everything bound
+    for local index g' of any host to its host's rank g' (fast links inside the host; for its own
+    host that is the delivery); in step i + 1 rank g' sends along its rail to rank g' of every
+    other host. Every byte then crosses the network between ranks of the same local index, one
+    NIC each, with no detour through another rail. k + 1 steps."""
+    r, k = collective.num_ranks, collective.chunks_per_piece
+    hosts = host_ranks(topology)
+    local = len(hosts[0])
+    hand_src, hand_dst, hand_piece, rail_src, rail_dst, rail_piece = [], [], [], [], [], []
+    for h, ranks in enumerate(hosts):
+        for g in range(local):
+            for g2 in range(local):
+                for h2, other in enumerate(hosts):
+                    piece = ranks[g] * r + other[g2]  # from (h, g) to (h2, g2)
+                    if g2 != g:
+                        hand_src.append(ranks[g])
+                        hand_dst.append(ranks[g2])
+                        hand_piece.append(piece)
+                    if h2 != h:
+                        rail_src.append(ranks[g2])
+                        rail_dst.append(other[g2])
+                        rail_piece.append(piece)
+    hand = [np.array(x, dtype=np.int64) for x in (hand_src, hand_dst, hand_piece)]
+    rail = [np.array(x, dtype=np.int64) for x in (rail_src, rail_dst, rail_piece)]
+    steps = []
+    for t in range(k + 1):
+        parts = []
+        if t < k:
+            parts.append((hand[0], hand[1], hand[2] * k + t))
+        if t > 0:
+            parts.append((rail[0], rail[1], rail[2] * k + t - 1))
+        steps.append(logical_step(*(np.concatenate([p[i] for p in parts]) for i in range(3))))
+    params = {"phases": ["to the rank of the destination's local index, in the host", "along the rails"], "hosts": len(hosts)}
+    return lower_copies(topology, collective, steps, METHOD, params, router)
+
+
+BUILDERS = {Kind.ALLREDUCE: allreduce, Kind.SCATTER: scatter, Kind.GATHER: gather, Kind.ALLTOALL: alltoall}
 COLLECTIVES = frozenset(BUILDERS)
 _dispatch = dispatcher(METHOD, BUILDERS)
 OPTIONS = frozenset({"size"})
-#: chunks per piece tried for gather and scatter with the ``size`` option
+#: the collectives whose chunk count the ``size`` option chooses
+TUNED = frozenset({Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL})
+#: chunks per piece tried for gather, scatter and alltoall with the ``size`` option
 CHUNK_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options) -> Schedule:
     """The hierarchical schedule for ``collective``. With ``size`` (bytes) and no chunk count from
-    the caller, gather and scatter take the chunks per piece among `CHUNK_CHOICES` whose schedule
+    the caller, gather, scatter and alltoall take the chunks per piece among `CHUNK_CHOICES` whose schedule
     is fastest at that size (step-synchronous model): one chunk for small messages (two steps),
     many for large ones (the pipeline fill costs one step in k + 1)."""
     from synth.algorithms._common import predicted_us
@@ -249,7 +290,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
         raise ValueError(f"hierarchical option size must be a positive integer, got {size!r}")
     router = router or router_for(topology)
-    tune = size is not None and options.get("requested_chunks") is None and collective.kind in (Kind.GATHER, Kind.SCATTER)
+    tune = size is not None and options.get("requested_chunks") is None and collective.kind in TUNED
     if not tune:
         return _dispatch(topology, collective, router)
     best = None
