@@ -2,18 +2,44 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from synth.builtin import get_topology, resolve_topology_path
+from synth.builtin import builtin_path, get_topology, resolve_topology_path
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
+from synth.schedule import Schedule
 from synth.topology import Topology
+from synth.verify import VerifyResult, verify
 
 
 def load_topology_arg(spec: str) -> tuple[Topology, str]:
     """Topology and the path it came from, for a path or built-in name."""
     path = resolve_topology_path(spec)
     return get_topology(str(path)), str(path)
+
+
+def schedule_topology_arg(schedule: Schedule, schedule_path: str, topology: str | None) -> tuple[Topology, str]:
+    """The topology given with ``--topology``, or else the built-in the schedule names; and the
+    path it came from."""
+    if topology is not None:
+        return load_topology_arg(topology)
+    name = schedule.topology_name
+    if not name or not builtin_path(name).is_file():
+        raise InputError(schedule_path, "topology.name", name, "not a built-in topology; pass --topology FILE")
+    return get_topology(name), str(builtin_path(name))
+
+
+def verify_or_exit(schedule: Schedule, topology: Topology, schedule_path: str, *, quiet: bool = False) -> VerifyResult:
+    """The verifier's result for a valid schedule; for an invalid one, print its first violation
+    (unless ``quiet``) and exit 1."""
+    result = verify(schedule, topology)
+    if not result.ok:
+        if not quiet:
+            click.echo(f"{schedule_path}: INVALID {schedule.collective.describe()}: {result.violation}")
+        sys.exit(1)
+    return result
 
 
 def collective_arg(value: str) -> Kind:

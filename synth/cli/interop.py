@@ -7,12 +7,10 @@ standard error.
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from synth.builtin import builtin_path, get_topology
-from synth.cli._util import load_topology_arg
+from synth.cli._util import load_topology_arg, schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
 from synth.fileio import write_text_atomic
 from synth.interop.msccl_export import DEFAULT_MAX_BYTES, export_msccl
@@ -22,7 +20,6 @@ from synth.interop.nccl_topology import import_nccl_topology
 from synth.schedule import load_schedule, save_schedule
 from synth.topology import topology_to_json
 from synth.units import parse_size
-from synth.verify import verify
 
 #: The topology an imported MSCCL algorithm runs on when none is given: the built-in NVSwitch box
 #: with that many GPUs (every GPU pair one hop through the switch, like the machines MSCCL targets).
@@ -61,16 +58,8 @@ def export_msccl_cmd(schedule, output, topology, channels, proto, min_bytes, max
     """Export SCHEDULE as an MSCCL algorithm XML (MSCCL runtime, RCCL). The schedule is verified
     first; the XML is executed symbolically before it is written."""
     sched = load_schedule(schedule)
-    if topology is None:
-        if not sched.topology_name or not builtin_path(sched.topology_name).is_file():
-            raise InputError(schedule, "topology.name", sched.topology_name, "not a built-in topology; pass --topology FILE")
-        topo, topo_source = get_topology(sched.topology_name), str(builtin_path(sched.topology_name))
-    else:
-        topo, topo_source = load_topology_arg(topology)
-    result = verify(sched, topo)
-    if not result.ok:
-        click.echo(f"{schedule}: INVALID {sched.collective.describe()}: {result.violation}")
-        sys.exit(1)
+    topo, topo_source = schedule_topology_arg(sched, schedule, topology)
+    verify_or_exit(sched, topo, schedule)
     lo = _size("--min-bytes", min_bytes)
     hi = DEFAULT_MAX_BYTES if max_bytes is None else _size("--max-bytes", max_bytes)
     exported = export_msccl(sched, channels=channels, proto=proto, min_bytes=lo, max_bytes=hi, inplace=inplace, name=name)

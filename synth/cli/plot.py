@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
-from synth.cli.simulate_cmd import schedule_topology, sizes_from_options
+from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, verify_or_exit
+from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
 from synth.progress import Progress
@@ -86,7 +84,6 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
     data, a bar per transfer while its bytes flow, idle time white, the total time and the lower
     bound marked. The schedule is verified first (exit 1 if invalid)."""
     from synth.schedule import load_schedule
-    from synth.verify import verify
 
     plot = _plotting()
     _output(output, "synth plot schedule")
@@ -95,11 +92,8 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
     except ValueError as exc:
         raise InputError("synth plot schedule", "--size", size_text, str(exc)) from None
     sched = load_schedule(schedule)
-    topo = schedule_topology(sched, schedule, topology)
-    result = verify(sched, topo)
-    if not result.ok:
-        click.echo(f"{schedule}: INVALID {sched.collective.describe()}: {result.violation}")
-        sys.exit(1)
+    topo, _ = schedule_topology_arg(sched, schedule, topology)
+    verify_or_exit(sched, topo, schedule)
     fig = plot.plot_timeline(sched, topo, size, model=model, color_by=color_by, max_rows=max_rows)
     plot.save(fig, output, protect=[schedule, topology] if topology else [schedule])
     click.echo(f"wrote {output}")

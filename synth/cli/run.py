@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from synth.builtin import builtin_path, resolve_topology_path
+from synth.cli._util import schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
 from synth.exec import data
 from synth.exec.faults import ExecutionError, signal_name
@@ -34,7 +34,6 @@ from synth.exec.layout import Layout
 from synth.exec.report import Measurement, average_busbw, table_header, table_row
 from synth.schedule import Schedule, load_schedule
 from synth.units import parse_size, parse_sizes, size_range
-from synth.verify import verify
 
 DEFAULT_MIN, DEFAULT_MAX, DEFAULT_FACTOR = "8", "8M", 4.0
 
@@ -107,7 +106,7 @@ class RunSettings:
         self.schedule_path = schedule
         self.schedule: Schedule = load_schedule(schedule)
         self.topology_spec = topology
-        self.topology_path = self._topology_path(topology)
+        self.topology, self.topology_path = schedule_topology_arg(self.schedule, schedule, topology)
         self.sizes = parse_run_sizes(sizes, minbytes, maxbytes, stepfactor)
         self.dtypes = _parse_list("--dtype", dtype, data.DTYPES, data.parse_dtype)
         self.ops = _parse_list("--op", op, data.OPS, data.parse_op)
@@ -122,23 +121,9 @@ class RunSettings:
         ops: list[data.ReduceOp | None] = list(self.ops) if coll.is_reduction else [None]
         self.cases = [Case(Layout.for_size(coll, size, dt), o) for dt in self.dtypes for o in ops for size in self.sizes]
 
-    def _topology_path(self, spec: str | None) -> str:
-        if spec is not None:
-            return str(resolve_topology_path(spec))
-        name = self.schedule.topology_name
-        if not name or not builtin_path(name).is_file():
-            raise InputError(self.schedule_path, "topology.name", name, "not a built-in topology; pass --topology FILE")
-        return str(builtin_path(name))
-
     def verify_or_exit(self, *, quiet: bool = False) -> None:
         """Check the schedule against its topology; print the first violation and exit 1."""
-        from synth.topology import load_topology
-
-        result = verify(self.schedule, load_topology(self.topology_path))
-        if not result.ok:
-            if not quiet:
-                click.echo(f"{self.schedule_path}: INVALID {self.schedule.collective.describe()}: {result.violation}")
-            sys.exit(1)
+        verify_or_exit(self.schedule, self.topology, self.schedule_path, quiet=quiet)
 
     def header(self, backend: str) -> list[str]:
         s = self.schedule

@@ -8,15 +8,13 @@ from pathlib import Path
 import click
 
 from synth.algorithms import METHODS, make_collective, synthesize
-from synth.builtin import builtin_path, get_topology
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
+from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, verify_or_exit
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
 from synth.generated import entry_count, regenerate, schedule_filename
 from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
 from synth.units import parse_sizes
-from synth.verify import verify
 
 
 def method_options(method: str, seed, seeds, sizes_text) -> dict:
@@ -102,18 +100,8 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
 def verify_cmd(schedule, topology):
     """Check SCHEDULE symbolically against its topology; exit 1 at the first violation."""
     sched = load_schedule(schedule)
-    if topology is None:
-        if not sched.topology_name or not builtin_path(sched.topology_name).is_file():
-            raise InputError(schedule, "topology.name", sched.topology_name, "not a built-in topology; pass --topology FILE")
-        topo = get_topology(sched.topology_name)
-    else:
-        topo, _ = load_topology_arg(topology)
-    result = verify(sched, topo)
-    if result.ok:
-        click.echo(result.summary())
-        return
-    click.echo(f"{schedule}: INVALID {sched.collective.describe()}: {result.violation}")
-    sys.exit(1)
+    topo, _ = schedule_topology_arg(sched, schedule, topology)
+    click.echo(verify_or_exit(sched, topo, schedule).summary())
 
 
 @click.command("methods", short_help="List synthesizers and the collectives they serve.")

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import click
 
-from synth.builtin import builtin_path, get_topology
-from synth.cli._util import load_topology_arg
+from synth.cli._util import schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
 from synth.schedule import Schedule, load_schedule
 from synth.simulate import MODEL_TITLES, MODELS, SimResult, Simulator
 from synth.topology import Topology
 from synth.units import parse_size, parse_sizes, size_range
-from synth.verify import verify
 
 WHERE = "synth simulate"
 MAX_SIZES = 100_000  # more sizes than this is a typo (-i 1 over gigabytes), not a request
@@ -69,15 +66,6 @@ def sizes_from_options(
     if not f > 1 or not math.isfinite(f):
         raise InputError(WHERE, "-f", factor, "expected a number greater than 1")
     return size_range(lo, hi, f)
-
-
-def schedule_topology(schedule: Schedule, schedule_path: str, topology: str | None) -> Topology:
-    """The topology given, or else the built-in one the schedule names."""
-    if topology is not None:
-        return load_topology_arg(topology)[0]
-    if not schedule.topology_name or not builtin_path(schedule.topology_name).is_file():
-        raise InputError(schedule_path, "topology.name", schedule.topology_name, "not a built-in topology; pass --topology FILE")
-    return get_topology(schedule.topology_name)
 
 
 def _number(x: float) -> float | None:
@@ -149,11 +137,8 @@ def simulate_cmd(schedule, topology, size_list, minbytes, maxbytes, stepfactor, 
     (see docs/simulator.md). The schedule is verified first; an invalid one is refused (exit 1)."""
     sizes = sizes_from_options(size_list, minbytes, maxbytes, stepfactor, stepbytes)
     sched = load_schedule(schedule)
-    topo = schedule_topology(sched, schedule, topology)
-    result = verify(sched, topo)
-    if not result.ok:
-        click.echo(f"{schedule}: INVALID {sched.collective.describe()}: {result.violation}")
-        sys.exit(1)
+    topo, _ = schedule_topology_arg(sched, schedule, topology)
+    verify_or_exit(sched, topo, schedule)
     models = list(MODELS) if model == "both" else [model]
     simulator = Simulator(sched, topo)
     rows = {m: simulator.run(sizes, m, timeline=False) for m in models}
