@@ -42,6 +42,26 @@ def verify_or_exit(schedule: Schedule, topology: Topology, schedule_path: str, *
     return result
 
 
+def sweep_options(default: str):
+    """The size options of commands that sweep sizes (``synth compare``, ``synth plot compare``,
+    ``synth report``): ``--sizes LIST`` or nccl-tests' ``-b/-e/-f/-i``, passed as ``size_list``,
+    ``begin``, ``end``, ``factor``, ``step``; ``default`` says what no option means."""
+    options = [
+        click.option("--sizes", "--size", "size_list", default=None, help=f"Sizes, e.g. 1KiB,1MiB,1GiB (default {default})."),
+        click.option("-b", "--minbytes", "begin", default=None, help="nccl-tests style: first size."),
+        click.option("-e", "--maxbytes", "end", default=None, help="nccl-tests style: last size."),
+        click.option("-f", "--stepfactor", "factor", default=None, help="nccl-tests style: multiply by this (default 2)."),
+        click.option("-i", "--stepbytes", "step", default=None, help="nccl-tests style: add this instead."),
+    ]
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 def collective_arg(value: str) -> Kind:
     try:
         return parse_kind(value)

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
+from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, sweep_options
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import parse_kind
 from synth.compare import DEFAULT_SIZES, Comparison, compare, default_methods
@@ -67,11 +67,7 @@ def render(c: Comparison) -> str:
 @click.argument("topology")
 @click.option("-c", "--collective", required=True, type=COLLECTIVE_CHOICE, help="Collective primitive.")
 @click.option("--root", type=int, default=None, help="Root rank of a rooted collective (default 0).")
-@click.option("--sizes", "--size", "size_list", default=None, help="Sizes, e.g. 1KiB,1MiB,1GiB (default 1KiB..1GiB).")
-@click.option("-b", "--minbytes", "begin", default=None, help="nccl-tests style: first size.")
-@click.option("-e", "--maxbytes", "end", default=None, help="nccl-tests style: last size.")
-@click.option("-f", "--stepfactor", "factor", default=None, help="nccl-tests style: multiply by this (default 2).")
-@click.option("-i", "--stepbytes", "step", default=None, help="nccl-tests style: add this instead.")
+@sweep_options("1KiB..1GiB")
 @click.option("-m", "--methods", default=None, help="Comma-separated methods (default: every applicable one).")
 @click.option("--model", type=click.Choice(["sync", "event"]), default="sync", show_default=True, help="Simulator model.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, verify_or_exit
+from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, sweep_options, verify_or_exit
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
@@ -104,11 +104,7 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
 @click.option("-c", "--collective", required=True, type=COLLECTIVE_CHOICE, help="Collective primitive.")
 @click.option("-o", "--output", required=True, help="Image file (.png or .svg).")
 @click.option("--root", type=int, default=None, help="Root rank of a rooted collective (default 0).")
-@click.option("--sizes", "--size", "size_list", default=None, help="Sizes, e.g. 1KiB,1MiB,1GiB (default 8B..1GiB doubling).")
-@click.option("-b", "--minbytes", "begin", default=None, help="nccl-tests style: first size.")
-@click.option("-e", "--maxbytes", "end", default=None, help="nccl-tests style: last size.")
-@click.option("-f", "--stepfactor", "factor", default=None, help="nccl-tests style: multiply by this (default 2).")
-@click.option("-i", "--stepbytes", "step", default=None, help="nccl-tests style: add this instead.")
+@sweep_options("8B..1GiB doubling")
 @click.option("-m", "--methods", default=None, help="Comma-separated methods (default: every applicable one).")
 @click.option("--model", type=click.Choice(["sync", "event"]), default="sync", show_default=True, help="Simulator model.")
 @click.option("--nccl/--no-nccl", default=True, show_default=True, help="Draw NCCL's analytic model too.")
@@ -142,11 +138,7 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
 @click.argument("topology")
 @click.option("-o", "--output", required=True, help="HTML file to write.")
 @click.option("-c", "--collectives", default=None, help="Comma-separated collectives (default: all eight).")
-@click.option("--sizes", "--size", "size_list", default=None, help="Sizes, e.g. 1KiB,1MiB,1GiB (default 8B..1GiB doubling).")
-@click.option("-b", "--minbytes", "begin", default=None, help="nccl-tests style: first size.")
-@click.option("-e", "--maxbytes", "end", default=None, help="nccl-tests style: last size.")
-@click.option("-f", "--stepfactor", "factor", default=None, help="nccl-tests style: multiply by this (default 2).")
-@click.option("-i", "--stepbytes", "step", default=None, help="nccl-tests style: add this instead.")
+@sweep_options("8B..1GiB doubling")
 @click.option("-m", "--methods", default=None, help="Comma-separated methods (default: every applicable one).")
 @click.option(
     "--model", type=click.Choice(["sync", "event"]), default="sync", show_default=True, help="Simulator model of the tables."
