@@ -140,3 +140,32 @@ def test_an_invalid_schedule_starts_nothing(tmp_path, backend):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, (out, err)
     assert "INVALID" in out and "#        (B)" not in out
+
+
+def test_the_phase_cell_gives_the_step_and_whether_the_rank_waits():
+    from synth.exec.faults import describe_position, phase_of, step_of
+
+    assert step_of(phase_of(-1)) == (-1, False)
+    for step in (0, 1, 7, 1000):
+        assert step_of(phase_of(step, blocked=True)) == (step, True)
+        assert step_of(phase_of(step)) == (step, False)
+        assert phase_of(step, blocked=True) < phase_of(step) < phase_of(step + 1, blocked=True)
+    labels = ["8 B float32 sum"]
+    assert describe_position([0, -1, -1], labels) == "while preparing (8 B float32 sum)"
+    assert describe_position([0, 0, -1], labels) == "before step 0 (8 B float32 sum, checked call)"
+    assert describe_position([0, 3, phase_of(5, blocked=True)], labels) == "in step 5 (8 B float32 sum, call 3)"
+
+
+def test_a_rank_waits_for_the_peers_of_its_current_step_only():
+    from synth.exec.faults import phase_of
+    from synth.exec.mpi import Progress
+
+    progress = Progress(0)
+    progress.peers = {2: (1, 3)}
+    progress.set(0, 1, 2)
+    assert progress.waiting_for == ()  # in step 2 but outside communication
+    progress.cells[2] = phase_of(2, blocked=True)
+    assert progress.waiting_for == (1, 3)
+    assert progress.describe(["1 KiB"]) == "in step 2 (1 KiB, call 1)"
+    progress.cells[2] = phase_of(3, blocked=True)
+    assert progress.waiting_for == ()  # no messages in step 3

@@ -29,7 +29,7 @@ import numpy as np
 from synth.cli._util import schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
 from synth.exec import data
-from synth.exec.faults import ExecutionError, signal_name
+from synth.exec.faults import ExecutionError, describe_position, signal_name, step_of
 from synth.exec.layout import Layout
 from synth.exec.report import Measurement, average_busbw, table_header, table_row
 from synth.schedule import Schedule, load_schedule
@@ -452,12 +452,7 @@ class _suppress_lookup:
 
 
 def _position(cells: np.ndarray, settings: RunSettings) -> str:
-    si, call, step = (int(x) for x in cells[:3])
-    size = settings.cases[si].describe() if 0 <= si < len(settings.cases) else "set-up"
-    if call < 0:
-        return f"while preparing ({size})"
-    what = "checked call" if call == 0 else f"call {call}"
-    return f"in step {step} ({size}, {what})" if step >= 0 else f"before step 0 ({size}, {what})"
+    return describe_position(cells, [case.describe() for case in settings.cases])
 
 
 def _failure_message(
@@ -478,7 +473,7 @@ def _failure_message(
     # A killed rank's peers see its connections close before the kernel reports it ended, and
     # may end first (MPI then kills the rest): a rank that was only waiting for messages is a
     # victim. Of the ranks that were not waiting, the one that got least far ended first.
-    working = [x for x in range(r) if cells[x, 1] >= 0 and cells[x, 5] == 0]
+    working = [x for x in range(r) if cells[x, 1] >= 0 and not step_of(int(cells[x, 2]))[1]]
     if working:
         culprits = [x for x in culprits if x in working] or working
     if len(culprits) > 1:

@@ -71,3 +71,30 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+# The position a rank reports while it runs (one row of int64 cells per rank: size index, call,
+# phase, heartbeat, pid), shared by the MPI ranks, their watchdogs and the launcher.
+def phase_of(step: int, blocked: bool = False) -> int:
+    """The phase cell's value for a rank in ``step`` (-1: before step 0), waiting or not."""
+    if step < 0:
+        return -1
+    return 2 * step + (1 if blocked else 2)
+
+
+def step_of(phase: int) -> tuple[int, bool]:
+    """(step, blocked) of a phase cell's value; step -1 before step 0."""
+    if phase < 1:
+        return -1, False
+    return (phase - 1) // 2, phase % 2 == 1
+
+
+def describe_position(cells, labels: list[str] | None = None) -> str:
+    """Where a progress row (size, call, phase) says its rank is, in words."""
+    si, call, phase = (int(x) for x in cells[:3])
+    step = step_of(phase)[0]
+    size = labels[si] if labels and 0 <= si < len(labels) else "set-up"
+    if call < 0:
+        return f"while preparing ({size})"
+    what = "checked call" if call == 0 else f"call {call}"
+    return f"in step {step} ({size}, {what})" if step >= 0 else f"before step 0 ({size}, {what})"

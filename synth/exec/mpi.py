@@ -35,7 +35,7 @@ import numpy as np
 
 from synth.collective import Kind
 from synth.exec import data
-from synth.exec.faults import ExecutionError, fault_from_env
+from synth.exec.faults import ExecutionError, describe_position, fault_from_env, phase_of, step_of
 from synth.exec.layout import Layout
 from synth.exec.program import RECV, SEND, Program
 from synth.schedule import OP_COPY, Schedule
@@ -56,10 +56,16 @@ def require_mpi() -> None:
 
 # =========================================================================== progress
 class Progress:
-    """Where a rank is (size index, call, step, heartbeat), for fault messages and watchdogs.
+    """Where a rank is (size index, call, phase, heartbeat), for fault messages and watchdogs.
+
+    The phase cell says both the step and whether the rank may be blocked in it, so that the step
+    loop stores one integer per step (see `phase_of` and `step_of`; at 8 bytes a store per step
+    is measurable): -1 before step 0, ``2s+1`` in step s (waiting for its messages, then applying
+    them), ``2s+2`` in step s outside communication (a fault injected there). A killed rank's
+    peers wait for it; the launcher tells them from a rank that was not waiting.
 
     With ``path`` (set by ``synth run --backend mpi``) the figures live in a small shared file,
-    one 64-byte row per rank (size, call, step, beat, pid, blocked), which the launcher reads when a rank
+    one 64-byte row per rank (size, call, phase, beat, pid), which the launcher reads when a rank
     dies; the rank also lists the MPI library's shared-memory files beside it (``path.shm``), so
     that the launcher can remove them if the job ends abnormally."""
 
@@ -70,15 +76,19 @@ class Progress:
             row = np.memmap(path, dtype=np.int64, mode="r+", offset=rank * 64, shape=(8,))
             row[4] = os.getpid()
             self.cells = row[:4]
-            self.blocked = row[5:6]
         else:
             self.cells = np.zeros(4, dtype=np.int64)
-            self.blocked = np.zeros(1, dtype=np.int64)
         self.cells[:] = [-1, -1, -1, 0]
-        # 1 while the rank waits for a step's messages: when a rank is killed, the launcher tells
-        # it from the ranks that were only waiting for it
-        self.blocked[0] = 0
-        self.waiting_for: tuple[int, ...] = ()
+        #: the same cells as a memoryview: a store from Python costs half of numpy's
+        self.hot = memoryview(self.cells)
+        #: step -> the ranks a step waits for, set by the plan that runs (for the watchdog's message)
+        self.peers: dict[int, tuple[int, ...]] = {}
+
+    @property
+    def waiting_for(self) -> tuple[int, ...]:
+        """The ranks this rank waits for now (empty when it is not blocked in a step)."""
+        step, blocked = step_of(int(self.cells[2]))
+        return self.peers.get(step, ()) if blocked else ()
 
     def record_shared_memory(self) -> None:
         """Append the /dev/shm files this process maps (the MPI library's) to ``path.shm``."""
@@ -97,19 +107,14 @@ class Progress:
                 os.close(fd)
 
     def set(self, size: int, call: int, step: int) -> None:
-        self.cells[0], self.cells[1], self.cells[2] = size, call, step
+        self.cells[0], self.cells[1], self.cells[2] = size, call, phase_of(step)
 
     def beat(self) -> None:
         self.cells[3] += 1
 
     def describe(self, labels: list[str] | None = None) -> str:
         """``in step 3 (size 1024 B, float32 sum, checked call)``; ``labels`` name the cases."""
-        si, call, step = (int(x) for x in self.cells[:3])
-        size = labels[si] if labels and 0 <= si < len(labels) else "set-up"
-        if call < 0:
-            return f"while preparing ({size})"
-        what = "checked call" if call == 0 else f"call {call}"
-        return f"in step {step} ({size}, {what})" if step >= 0 else f"before step 0 ({size}, {what})"
+        return describe_position(self.cells, labels)
 
 
 # =========================================================================== binding
@@ -119,6 +124,10 @@ class _Step:
     requests: list
     recv_peers: tuple[int, ...]
     applies: list[tuple]
+
+    def hot(self) -> tuple:
+        """What the step loop unpacks: (step, phase while waiting, requests, applies)."""
+        return self.step, phase_of(self.step, blocked=True), tuple(self.requests), tuple(self.applies)
 
 
 class BoundPlan:
@@ -221,6 +230,8 @@ class BoundPlan:
             if requests or views:
                 steps.append(_Step(t, requests, tuple(peers), views))
         self.steps = steps
+        self._hot = [st.hot() for st in steps]
+        self._peers = {st.step: st.recv_peers for st in steps}
         self.init_copies = []
         for c in program.never_written_outputs(rank):
             n = int(lengths[c])
@@ -255,26 +266,25 @@ class BoundPlan:
 
     def __call__(self) -> None:
         """Run the collective once on the bound buffers."""
-        for out, a in self.init_copies:
-            np.copyto(out, a)
-        progress, fault = self.progress, self.fault
-        cells, blocked = progress.cells, progress.blocked
         copyto = np.copyto
-        for st in self.steps:
-            cells[2] = st.step
-            if fault is not None and st.step >= fault.step:  # the first step this rank takes part in
+        for out, a in self.init_copies:
+            copyto(out, a)
+        progress = self.progress
+        progress.peers = self._peers
+        cells = progress.hot  # one store per transition: small messages are latency-bound
+        fault = self.fault
+        for step, waiting, requests, applies in self._hot:
+            if fault is not None and step >= fault.step:  # the first step this rank takes part in
                 self.fault = None
+                cells[2] = waiting + 1  # in the step, not waiting: the culprit
                 fault.trigger()
-            if st.requests:
-                progress.waiting_for = st.recv_peers
-                blocked[0] = 1
-                for req in st.requests:  # one call each is cheaper in mpi4py than Startall/Waitall on a list
-                    req.Start()
-                for req in st.requests:
-                    req.Wait()
-                blocked[0] = 0
-                progress.waiting_for = ()
-            for ufunc, a, out, b in st.applies:
+                fault = None
+            cells[2] = waiting  # (still so while it applies the step: one store per step)
+            for req in requests:  # one call each is cheaper in mpi4py than Startall/Waitall on a list
+                req.Start()
+            for req in requests:
+                req.Wait()
+            for ufunc, a, out, b in applies:
                 if ufunc is None:
                     copyto(out, a)
                 else:
