@@ -123,10 +123,11 @@ METHODS: dict[str, Method] = {
     ),
     "hierarchical": Method(
         "hierarchical",
-        "multi-host: allreduce = reduce-scatter in hosts, allreduce across, allgather in hosts; gather/scatter over rails",
+        "multi-host: allreduce = reduce-scatter in hosts, allreduce across, allgather in hosts; others over the rails",
         hierarchical.COLLECTIVES,
         hierarchical.synthesize,
         _ranks_for_allreduce,
+        hierarchical.default_chunks,
         options=hierarchical.OPTIONS,
         chooses_chunks=True,
     ),

@@ -366,7 +366,9 @@ def spread_routes(schedule: Schedule, topology: Topology, router: Router | None 
     hash-based route choices in every part; spreading them restores balance. Only transfers whose
     current path is one of the best paths are moved, and only to another best path."""
     router = router or router_for(topology)
-    paths = _Paths(topology, router)
+    paths = router.__dict__.get("_spread_paths")
+    if paths is None or paths.topology is not topology:  # kept with the router: tuners spread many schedules
+        paths = router.__dict__["_spread_paths"] = _Paths(topology, router)
     index = topology.node_index
     bw = topology.bandwidth_array
     builder = ScheduleBuilder.like(schedule)

@@ -4,6 +4,9 @@ Allreduce (Horovod's and NCCL's two-level scheme): reduce-scatter inside every h
 across hosts among the ranks with the same local index, allgather inside every host. Scatter and
 gather (`scatter`, `gather`): through the root's host, one rail per local index, pipelined.
 Alltoall (`alltoall`): to the right local index inside the host, then along the rails, pipelined.
+Broadcast (`broadcast`): the data split over the local ranks of the root's host, each part sent
+along its rail by a pipelined tree, and shared inside every host (van de Geijn's scatter-allgather
+broadcast, with the network phase on all NICs at once); reduce is its dual.
 
 After the first phase, local rank ℓ of every host holds piece ℓ of the data reduced over its host;
 the second phase runs H-rank allreduces (one per local index, over that "rail" of the network) on
@@ -28,11 +31,12 @@ of unequal sizes are not served (NotApplicable says which).
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
 from synth.algorithms._channels import spread_routes
-from synth.algorithms._common import dispatcher
+from synth.algorithms._common import by_duality, dispatcher
 from synth.algorithms._compose import connected, embed, induced_topology, overlap, parallel
 from synth.algorithms._lowering import logical_step, lower_copies
 from synth.collective import Collective, Kind
@@ -266,21 +270,180 @@ def alltoall(topology: Topology, collective: Collective, router: Router) -> Sche
     return lower_copies(topology, collective, steps, METHOD, params, router)
 
 
-BUILDERS = {Kind.ALLREDUCE: allreduce, Kind.SCATTER: scatter, Kind.GATHER: gather, Kind.ALLTOALL: alltoall}
+def fanout_choices(hosts: int) -> tuple[int, ...]:
+    """Rail trees tried with the ``size`` option: a chain (one NIC send per step, H − 1 deep), a
+    binary tree (two sends, log₂ H deep) and direct from the root's host (H − 1 sends, one deep)."""
+    return tuple(sorted({f for f in (1, 2, hosts - 1) if 1 <= f <= max(1, hosts - 1)}))
+
+
+def _rail_order(topology: Topology, hosts: list[list[int]], g: int, h0: int) -> list[int]:
+    """The hosts in the order of rail ``g``'s ring (the topology's own order of its ranks, e.g.
+    servers of one rack together), starting at the root's host ``h0``."""
+    rail = [ranks[g] for ranks in hosts]
+    part = _part(topology, rail, f"rail{g}")
+    order, _ = ring_order(part, router_for(part))
+    start = order.index(h0)
+    return order[start:] + order[:start]
+
+
+def _carriers(hosts: list[list[int]], g0: int, root_carries: bool) -> list[int]:
+    """The local indices whose rails carry the data: every one, or (``root_carries`` False) every
+    one but the root's own: then the root's links inside its host carry one copy of everything
+    (the hand-out) and no more, at the price of one idle rail."""
+    local = len(hosts[0])
+    return [g for g in range(local) if root_carries or g != g0] or [g0]
+
+
+def _broadcast_steps(
+    topology: Topology, collective: Collective, fanout: int, root_carries: bool, rail_orders: dict[int, list[int]]
+) -> list:
+    """The logical steps of the two-level broadcast (see `broadcast`); ``rail_orders`` memoizes
+    `_rail_order` by rail for this topology and root's host."""
+    k, root = collective.chunks_per_piece, collective.root
+    hosts, h0 = _root_host(topology, root)
+    g0 = hosts[h0].index(root)
+    carriers = _carriers(hosts, g0, root_carries)
+    steps: dict[int, list[tuple[int, int, int]]] = {}
+
+    def send(t: int, a: int, b: int, c: int) -> None:
+        steps.setdefault(t, []).append((a, b, c))
+
+    for c in range(k):
+        g, wave = carriers[c % len(carriers)], c // len(carriers)
+        carrier = hosts[h0][g]
+        if carrier == root:
+            ready = wave - 1  # held from the start; one wave per step
+        else:
+            ready = wave
+            send(wave, root, carrier, c)  # hand-out inside the root's host
+        order = rail_orders.get(g)
+        if order is None:
+            order = rail_orders[g] = _rail_order(topology, hosts, g, h0)
+        depth = [0] * len(order)
+        for p in range(1, len(order)):
+            parent = (p - 1) // fanout
+            depth[p] = depth[parent] + 1
+            send(ready + depth[p], hosts[order[parent]][g], hosts[order[p]][g], c)
+        for p, h in enumerate(order):  # share inside every host, one step after the part arrived
+            have = ready + depth[p]
+            for other in hosts[h]:
+                if other != hosts[h][g] and other != root:
+                    send(have + 1, hosts[h][g], other, c)
+    out = []
+    for t in range(min(steps), max(steps) + 1):
+        moves = steps.get(t, [])
+        out.append(logical_step([m[0] for m in moves], [m[1] for m in moves], [m[2] for m in moves]))
+    return out
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """How `broadcast` and `reduce` use the rails: ``fanout`` children per rank in the tree along a
+    rail (1: a chain), and whether the root's own rail carries a part (``root_carries``)."""
+
+    fanout: int = 2
+    root_carries: bool = False
+
+
+def broadcast(
+    topology: Topology,
+    collective: Collective,
+    router: Router,
+    shape: TreeShape = TreeShape(),
+    *,
+    rail_orders: dict[int, list[int]] | None = None,
+    spread: bool = True,
+) -> Schedule:
+    """Two-level broadcast, pipelined over the k chunks. The chunks are dealt round-robin to the
+    carriers, the other L − 1 ranks of the root's host (with ``shape.root_carries``, the root too;
+    chunk c to the ``c mod n``-th of the n carriers, in wave ``c // n``): in step ``wave`` the root
+    hands the chunk to that rank g (fast links inside the host), which starts it along rail g
+    (rank g of every host) by a tree with ``shape.fanout`` children per rank, one tree level per
+    step; a rank that has received it shares it with the other ranks of its host in the next step.
+    So n NICs carry a 1/n share each (instead of one NIC carrying everything) and the links inside
+    the hosts carry the rest; with many chunks the phases overlap and the time approaches that of
+    the slowest of these loads: the NICs' share, or the switch inside a host, where every rank
+    takes (L − 1)/n of the data from its host and the root hands out all of it (twice as much when
+    it carries a part too, as it shares that part itself). k ≥ n puts every carrier to work.
+
+    ``rail_orders`` (rail -> hosts in tree order, filled on demand) lets several calls on the same
+    topology and root share that work; ``spread`` False keeps the router's choice among equally
+    good switch paths instead of balancing them (`spread_routes`), which is faster to build."""
+    hosts, _ = _root_host(topology, collective.root)
+    params = {
+        "phases": ["root to the carriers of its host, one part each", "along the rails (tree)", "inside every host"],
+        "hosts": len(hosts),
+        "rail_fanout": shape.fanout,
+        "root_carries": shape.root_carries,
+    }
+    orders = {} if rail_orders is None else rail_orders
+    steps = _broadcast_steps(topology, collective, shape.fanout, shape.root_carries, orders)
+    schedule = lower_copies(topology, collective, steps, METHOD, params, router)
+    return spread_routes(schedule, topology, router) if spread else schedule
+
+
+def reduce(
+    topology: Topology,
+    collective: Collective,
+    router: Router,
+    shape: TreeShape = TreeShape(),
+    *,
+    rail_orders: dict[int, list[int]] | None = None,
+    spread: bool = True,
+) -> Schedule:
+    """Two-level reduce: the broadcast's dual (inside the hosts, down the rail trees, into the root);
+    the options as for `broadcast` (``rail_orders`` on the reversed topology)."""
+
+    def forward(t: Topology, c: Collective, r: Router) -> Schedule:
+        return broadcast(t, c, r, shape, rail_orders=rail_orders, spread=spread)
+
+    return by_duality(forward, topology, collective, METHOD)
+
+
+BUILDERS = {
+    Kind.ALLREDUCE: allreduce,
+    Kind.SCATTER: scatter,
+    Kind.GATHER: gather,
+    Kind.ALLTOALL: alltoall,
+    Kind.BROADCAST: broadcast,
+    Kind.REDUCE: reduce,
+}
 COLLECTIVES = frozenset(BUILDERS)
 _dispatch = dispatcher(METHOD, BUILDERS)
 OPTIONS = frozenset({"size"})
 #: the collectives whose chunk count the ``size`` option chooses
-TUNED = frozenset({Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL})
+TUNED = frozenset({Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL, Kind.BROADCAST, Kind.REDUCE})
 #: chunks per piece tried for gather, scatter and alltoall with the ``size`` option
 CHUNK_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+#: waves of L − 1 chunks (one per carrier) tried for broadcast and reduce: a chain along a rail of
+#: H hosts fills in H + 1 steps, so large sizes want many waves
+WAVE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
+#: broadcast / reduce candidates rebuilt with balanced switch paths when tuning for a size
+FINALISTS = 3
+_TREES = frozenset({Kind.BROADCAST, Kind.REDUCE})
+
+
+def default_chunks(kind: Kind, topology: Topology) -> int:
+    """Chunks per piece without a size: R for allreduce (one share per rank); for broadcast and
+    reduce one per carrier, the other L − 1 ranks of the root's host (every carrier's rail busy);
+    else 1."""
+    if kind is Kind.ALLREDUCE:
+        return topology.num_ranks
+    if kind in _TREES:
+        try:
+            return max(1, len(host_ranks(topology)[0]) - 1)
+        except NotApplicable:
+            return 1
+    return 1
 
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options) -> Schedule:
     """The hierarchical schedule for ``collective``. With ``size`` (bytes) and no chunk count from
     the caller, gather, scatter and alltoall take the chunks per piece among `CHUNK_CHOICES` whose schedule
     is fastest at that size (step-synchronous model): one chunk for small messages (two steps),
-    many for large ones (the pipeline fill costs one step in k + 1)."""
+    many for large ones (the pipeline fill costs one step in k + 1). Broadcast and reduce take the
+    fastest rail tree, carriers and number of waves (`_tuned_tree`; the caller's chunk count, if
+    given, is kept)."""
     from synth.algorithms._common import predicted_us
 
     unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
@@ -290,12 +453,58 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
         raise ValueError(f"hierarchical option size must be a positive integer, got {size!r}")
     router = router or router_for(topology)
-    tune = size is not None and options.get("requested_chunks") is None and collective.kind in TUNED
-    if not tune:
+    kind = collective.kind
+    if size is None or kind not in TUNED:
+        return _dispatch(topology, collective, router)
+    requested = options.get("requested_chunks")
+    if kind in _TREES:
+        return _tuned_tree(topology, collective, router, size, requested)
+    if requested is not None:
         return _dispatch(topology, collective, router)
     best = None
     for k in CHUNK_CHOICES:
-        schedule = _dispatch(topology, Collective(collective.kind, collective.num_ranks, k, collective.root), router)
+        schedule = _dispatch(topology, Collective(kind, collective.num_ranks, k, collective.root), router)
+        time = predicted_us(schedule, topology, [size])[0]
+        if best is None or time < best[0] * (1 - 1e-9):
+            best = (time, schedule)
+    assert best is not None
+    return best[1]
+
+
+def _tuned_tree(topology: Topology, collective: Collective, router: Router, size: int, requested: int | None) -> Schedule:
+    """The fastest broadcast / reduce at ``size`` over rail trees (`fanout_choices`), with or
+    without the root carrying, and waves (`WAVE_CHOICES`, unless the caller fixed the chunks).
+    Waves are tried in increasing order and given up after two in a row that are slower: the time
+    falls with the waves while the pipeline fill dominates and rises once the α of the extra
+    steps does. Candidates are compared with the router's paths; the `FINALISTS` best are built
+    again with their paths balanced (`spread_routes`, the slow part) and the fastest of those kept."""
+    from synth.algorithms._common import predicted_us
+
+    hosts = host_ranks(topology)
+    build = BUILDERS[collective.kind]
+    rail_orders: dict[int, list[int]] = {}
+    tried: list[tuple[float, int, TreeShape, int]] = []
+    for root_carries in (False, True):
+        carriers = len(_carriers(hosts, 0, root_carries))
+        if root_carries and carriers == len(_carriers(hosts, 0, False)):
+            continue  # hosts of one rank: the same schedules again
+        counts = [requested] if requested is not None else [carriers * waves for waves in WAVE_CHOICES]
+        for fanout in fanout_choices(len(hosts)):
+            shape = TreeShape(fanout, root_carries)
+            previous, worse = None, 0
+            for k in counts:
+                one = Collective(collective.kind, collective.num_ranks, k, collective.root)
+                schedule = build(topology, one, router, shape, rail_orders=rail_orders, spread=False)
+                time = predicted_us(schedule, topology, [size])[0]
+                tried.append((time, len(tried), shape, k))
+                worse = worse + 1 if previous is not None and time > previous else 0
+                if worse == 2:
+                    break
+                previous = time
+    best: tuple[float, Schedule] | None = None
+    for _, _, shape, k in sorted(tried)[:FINALISTS]:
+        one = Collective(collective.kind, collective.num_ranks, k, collective.root)
+        schedule = build(topology, one, router, shape, rail_orders=rail_orders)
         time = predicted_us(schedule, topology, [size])[0]
         if best is None or time < best[0] * (1 - 1e-9):
             best = (time, schedule)
