@@ -30,6 +30,7 @@ from synth.algorithms import (
     recursive_doubling,
     recursive_halving,
     ring,
+    scatter_allgather,
 )
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -105,6 +106,16 @@ METHODS: dict[str, Method] = {
         recursive_halving.synthesize,
         _ranks_for_allreduce,
     ),
+    "scatter-allgather": Method(
+        "scatter-allgather",
+        "broadcast = scatter + allgather (van de Geijn, MPICH's long messages), pipelined; reduce = its dual",
+        scatter_allgather.COLLECTIVES,
+        scatter_allgather.synthesize,
+        _one,
+        scatter_allgather.default_chunks,
+        options=scatter_allgather.OPTIONS,
+        chooses_chunks=True,
+    ),
     "multiring": Method(
         "multiring",
         "NCCL's multi-channel rings: several rings over disjoint link capacity, each a share of the data",
@@ -168,7 +179,7 @@ METHODS: dict[str, Method] = {
     ),
 }
 
-CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving")
+CLASSIC_METHODS: tuple[str, ...] = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving", "scatter-allgather")
 #: NCCL's own algorithms, rebuilt as verified schedules (docs/baselines.md)
 NCCL_METHODS: tuple[str, ...] = ("multiring", "double-binary-tree", "hierarchical")
 

@@ -1,0 +1,108 @@
+"""Broadcast as scatter + allgather (van de Geijn's; MPICH's and Open MPI's long-message
+broadcast), pipelined in waves; reduce is its dual (reduce-scatter + gather, Rabenseifner's reduce).
+
+The root deals the k chunks round-robin to the other R − 1 ranks, the carriers (chunk c to the
+``c mod (R − 1)``-th, in wave ``c // (R − 1)``) and hands wave w out in step w; a carrier gives each
+chunk it received to every other non-root rank in the next step. The root sends every byte once
+and every rank receives every byte once, where a binomial tree sends the whole message ⌈log₂R⌉
+times one after the other: on a switch this takes about 2·size/B for any R, against ⌈log₂R⌉·size/B.
+Waves overlap the two phases: W waves take W + 1 steps and about (1 + 1/W)·size/B.
+
+One wave (k = R − 1, two steps) by default; with the ``size`` option the number of waves (1 … 64)
+is chosen by predicted time. A pair of ranks without a switch path between them is relayed
+(`lower_copies`), so this is for switched machines (NVSwitch boxes, PCIe trees); elsewhere the
+other methods are faster, and ``compare`` and ``auto`` show it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from synth.algorithms._common import dispatcher, predicted_us, with_reductions
+from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
+from synth.collective import Collective, Kind
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+
+METHOD = "scatter-allgather"
+#: waves tried with the ``size`` option
+WAVE_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+OPTIONS = frozenset({"size"})
+
+
+def carriers(num_ranks: int, root: int) -> np.ndarray:
+    """The ranks the root deals the chunks to: every other one (the root alone if it is alone)."""
+    others = np.array([v for v in range(num_ranks) if v != root], dtype=np.int64)
+    return others if others.size else np.array([root], dtype=np.int64)
+
+
+def _broadcast_steps(num_ranks: int, root: int, k: int) -> list[LogicalStep]:
+    dealt = carriers(num_ranks, root)
+    n = dealt.size
+    chunk = np.arange(k, dtype=np.int64)
+    owner, wave = dealt[chunk % n], chunk // n
+    waves = int(wave.max()) + 1 if k else 0
+    steps = []
+    for t in range(waves + 1):
+        handed = chunk[(wave == t) & (owner != root)]
+        shared = chunk[wave == t - 1]
+        # every carrier but the chunk's own owner gets it from that owner
+        src = np.repeat(owner[shared], n)
+        dst = np.tile(dealt, shared.size)
+        keep = dst != src
+        steps.append(
+            logical_step(
+                np.concatenate([np.full(handed.size, root, dtype=np.int64), src[keep]]),
+                np.concatenate([owner[handed], dst[keep]]),
+                np.concatenate([handed, np.repeat(shared, n)[keep]]),
+            )
+        )
+    return steps
+
+
+def broadcast(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    """Scatter to the other ranks, then everyone shares its part (see the module's docstring)."""
+    r, k, root = collective.num_ranks, collective.chunks_per_piece, collective.root
+    params = {"phases": ["root deals the chunks to the other ranks", "each shares its chunks with the rest"]}
+    return lower_copies(topology, collective, _broadcast_steps(r, root, k), METHOD, params, router)
+
+
+BUILDERS = with_reductions(METHOD, {Kind.BROADCAST: broadcast})
+COLLECTIVES = frozenset(BUILDERS)
+_dispatch = dispatcher(METHOD, BUILDERS)
+
+
+def default_chunks(kind: Kind, topology: Topology) -> int:
+    """One chunk per carrier: a single wave."""
+    return max(1, topology.num_ranks - 1)
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options) -> Schedule:
+    """The scatter-allgather broadcast or reduce. With ``size`` (bytes) and no chunk count from the
+    caller, the number of waves among `WAVE_CHOICES` whose schedule is fastest at that size
+    (step-synchronous model), tried in increasing order until two in a row are slower."""
+    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"{METHOD} takes no option(s) {', '.join(unknown)}")
+    size = options.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+        raise ValueError(f"{METHOD} option size must be a positive integer, got {size!r}")
+    router = router or router_for(topology)
+    if size is None or options.get("requested_chunks") is not None:
+        return _dispatch(topology, collective, router)
+    n = carriers(collective.num_ranks, collective.root or 0).size
+    best: tuple[float, Schedule] | None = None
+    previous, worse = None, 0
+    for waves in WAVE_CHOICES:
+        one = Collective(collective.kind, collective.num_ranks, n * waves, collective.root)
+        schedule = _dispatch(topology, one, router)
+        time = predicted_us(schedule, topology, [size])[0]
+        if best is None or time < best[0] * (1 - 1e-9):
+            best = (time, schedule)
+        worse = worse + 1 if previous is not None and time > previous else 0
+        if worse == 2:
+            break
+        previous = time
+    assert best is not None
+    return best[1]
