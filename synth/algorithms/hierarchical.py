@@ -4,9 +4,10 @@ Allreduce (Horovod's and NCCL's two-level scheme): reduce-scatter inside every h
 across hosts among the ranks with the same local index, allgather inside every host. Scatter and
 gather (`scatter`, `gather`): through the root's host, one rail per local index, pipelined.
 Alltoall (`alltoall`): to the right local index inside the host, then along the rails, pipelined.
-Broadcast (`broadcast`): the data split over the local ranks of the root's host, each part sent
-along its rail by a pipelined tree, and shared inside every host (van de Geijn's scatter-allgather
-broadcast, with the network phase on all NICs at once); reduce is its dual.
+Broadcast (`broadcast`): the data dealt to the other ranks of the root's host (the carriers), each
+part sent along its carrier's rail by a pipelined tree, and shared inside every host (van de
+Geijn's scatter-allgather broadcast, `scatter_allgather`, with the network phase on all NICs at
+once); reduce is its dual.
 
 After the first phase, local rank ℓ of every host holds piece ℓ of the data reduced over its host;
 the second phase runs H-rank allreduces (one per local index, over that "rail" of the network) on
