@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
@@ -89,3 +90,16 @@ def predicted_us(schedule: Schedule, topology: Topology, sizes) -> list[float]:
     from synth.simulate import simulate
 
     return [result.time_us for result in simulate(schedule, topology, list(sizes), "sync", timeline=False)]
+
+
+def size_option(method: str, options: Mapping[str, Any], allowed: frozenset[str]) -> int | None:
+    """The ``size`` option (bytes) of a self-tuning method, or None; a TypeError for an option the
+    method does not take (``requested_chunks``, from the registry, is always allowed) and a
+    ValueError for a size that is not a positive integer."""
+    unknown = sorted(set(options) - allowed - {"requested_chunks"})
+    if unknown:
+        raise TypeError(f"{method} takes no option(s) {', '.join(unknown)}")
+    size = options.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+        raise ValueError(f"{method} option size must be a positive integer, got {size!r}")
+    return size

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.algorithms._channels import spread_routes
-from synth.algorithms._common import by_duality, dispatcher
+from synth.algorithms._common import by_duality, dispatcher, size_option
 from synth.algorithms._compose import connected, embed, induced_topology, overlap, parallel
 from synth.algorithms._lowering import logical_step, lower_copies
 from synth.collective import Collective, Kind
@@ -447,12 +447,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     given, is kept)."""
     from synth.algorithms._common import predicted_us
 
-    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
-    if unknown:
-        raise TypeError(f"hierarchical takes no option(s) {', '.join(unknown)}")
-    size = options.get("size")
-    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
-        raise ValueError(f"hierarchical option size must be a positive integer, got {size!r}")
+    size = size_option(METHOD, options, OPTIONS)
     router = router or router_for(topology)
     kind = collective.kind
     if size is None or kind not in TUNED:

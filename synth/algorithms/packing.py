@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from synth.algorithms._common import predicted_us
+from synth.algorithms._common import predicted_us, size_option
 from synth.algorithms._pipeline import chunk_shares, tree_schedule
 from synth.algorithms._rankpaths import channels_for
 from synth.algorithms._trees import Packing, shallow
@@ -149,15 +149,10 @@ def synthesize(
 ) -> Schedule:
     """Packed-tree schedule for ``collective`` (see the module docstring; ``requested_chunks``
     None lets it choose the chunk count for ``size``)."""
-    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
-    if unknown:
-        raise TypeError(f"packing takes no option(s) {', '.join(unknown)}")
+    size = size_option(METHOD, options, OPTIONS)
     kind = collective.kind
     if kind not in COLLECTIVES:
         raise NotApplicable(f"{METHOD} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in COLLECTIVES))})")
-    size = options.get("size")
-    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
-        raise ValueError(f"packing option size must be a positive integer, got {size!r}")
     at = size if size is not None else REFERENCE_SIZE
     chunks = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
     router = router or router_for(topology)

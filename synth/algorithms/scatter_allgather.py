@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import dispatcher, predicted_us, with_reductions
+from synth.algorithms._common import dispatcher, predicted_us, size_option, with_reductions
 from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.routing import Router, router_for
@@ -82,12 +82,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     """The scatter-allgather broadcast or reduce. With ``size`` (bytes) and no chunk count from the
     caller, the number of waves among `WAVE_CHOICES` whose schedule is fastest at that size
     (step-synchronous model), tried in increasing order until two in a row are slower."""
-    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
-    if unknown:
-        raise TypeError(f"{METHOD} takes no option(s) {', '.join(unknown)}")
-    size = options.get("size")
-    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
-        raise ValueError(f"{METHOD} option size must be a positive integer, got {size!r}")
+    size = size_option(METHOD, options, OPTIONS)
     router = router or router_for(topology)
     if size is None or options.get("requested_chunks") is not None:
         return _dispatch(topology, collective, router)
