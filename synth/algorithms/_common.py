@@ -92,13 +92,18 @@ def predicted_us(schedule: Schedule, topology: Topology, sizes) -> list[float]:
     return [result.time_us for result in simulate(schedule, topology, list(sizes), "sync", timeline=False)]
 
 
-def size_option(method: str, options: Mapping[str, Any], allowed: frozenset[str]) -> int | None:
-    """The ``size`` option (bytes) of a self-tuning method, or None; a TypeError for an option the
-    method does not take (``requested_chunks``, from the registry, is always allowed) and a
-    ValueError for a size that is not a positive integer."""
+def check_options(method: str, options: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    """A TypeError for an option the method does not take (``requested_chunks``, from the
+    registry, is always allowed)."""
     unknown = sorted(set(options) - allowed - {"requested_chunks"})
     if unknown:
         raise TypeError(f"{method} takes no option(s) {', '.join(unknown)}")
+
+
+def size_option(method: str, options: Mapping[str, Any], allowed: frozenset[str]) -> int | None:
+    """The ``size`` option (bytes) of a self-tuning method, or None, after `check_options`; a
+    ValueError for a size that is not a positive integer."""
+    check_options(method, options, allowed)
     size = options.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
         raise ValueError(f"{method} option size must be a positive integer, got {size!r}")

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from synth.algorithms._common import predicted_us
+from synth.algorithms._common import check_options, predicted_us
 from synth.bounds import bound_model
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -91,9 +91,7 @@ def synthesize(
 
     BASELINES = set(CLASSIC_METHODS) | set(NCCL_METHODS)
 
-    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
-    if unknown:
-        raise TypeError(f"auto takes no option(s) {', '.join(unknown)}")
+    check_options(METHOD, options, OPTIONS)
     sizes = _sizes(options)
     budget = float(options.get("budget", DEFAULT_BUDGET))
     chunks = options.get("requested_chunks", collective.chunks_per_piece)

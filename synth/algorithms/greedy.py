@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from synth.algorithms._common import dispatcher, predicted_us, with_reductions
+from synth.algorithms._common import check_options, dispatcher, predicted_us, with_reductions
 from synth.algorithms._dissemination import Plan, disseminate, link_capacity
 from synth.algorithms._rankpaths import channels_for
 from synth.collective import Collective, Kind
@@ -101,9 +101,7 @@ def _collective(kind: Kind, ranks: int, k: int, root: int | None) -> Collective:
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
     """Greedy schedule for ``collective`` on ``topology`` (see the module docstring for options;
     ``requested_chunks`` None lets it choose the chunk count for ``size``)."""
-    unknown = sorted(set(options) - OPTIONS - {"requested_chunks"})
-    if unknown:
-        raise TypeError(f"greedy takes no option(s) {', '.join(unknown)}")
+    check_options(METHOD, options, OPTIONS)
     seed = _option_int(options, "seed", 0, 0)
     seeds = _option_int(options, "seeds", 1, 1)
     size = _option_int(options, "size", None, 1)
