@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.algorithms._channels import spread_routes
-from synth.algorithms._common import by_duality, dispatcher, size_option
+from synth.algorithms._common import by_duality, dispatcher, fastest, size_option, timed_sweep
 from synth.algorithms._compose import connected, embed, induced_topology, overlap, parallel
 from synth.algorithms._lowering import logical_step, lower_copies
 from synth.collective import Collective, Kind
@@ -445,8 +445,6 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     many for large ones (the pipeline fill costs one step in k + 1). Broadcast and reduce take the
     fastest rail tree, carriers and number of waves (`_tuned_tree`; the caller's chunk count, if
     given, is kept)."""
-    from synth.algorithms._common import predicted_us
-
     size = size_option(METHOD, options, OPTIONS)
     router = router or router_for(topology)
     kind = collective.kind
@@ -457,14 +455,11 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         return _tuned_tree(topology, collective, router, size, requested)
     if requested is not None:
         return _dispatch(topology, collective, router)
-    best = None
-    for k in CHUNK_CHOICES:
-        schedule = _dispatch(topology, Collective(kind, collective.num_ranks, k, collective.root), router)
-        time = predicted_us(schedule, topology, [size])[0]
-        if best is None or time < best[0] * (1 - 1e-9):
-            best = (time, schedule)
-    assert best is not None
-    return best[1]
+
+    def build(k: int) -> Schedule:
+        return _dispatch(topology, Collective(kind, collective.num_ranks, k, collective.root), router)
+
+    return fastest(timed_sweep(CHUNK_CHOICES, build, topology, size))
 
 
 def _tuned_tree(topology: Topology, collective: Collective, router: Router, size: int, requested: int | None) -> Schedule:
@@ -474,11 +469,13 @@ def _tuned_tree(topology: Topology, collective: Collective, router: Router, size
     falls with the waves while the pipeline fill dominates and rises once the α of the extra
     steps does. Candidates are compared with the router's paths; the `FINALISTS` best are built
     again with their paths balanced (`spread_routes`, the slow part) and the fastest of those kept."""
-    from synth.algorithms._common import predicted_us
-
     hosts = host_ranks(topology)
     build = BUILDERS[collective.kind]
     rail_orders: dict[int, list[int]] = {}
+
+    def one(k: int) -> Collective:
+        return Collective(collective.kind, collective.num_ranks, k, collective.root)
+
     tried: list[tuple[float, int, TreeShape, int]] = []
     for root_carries in (False, True):
         carriers = len(_carriers(hosts, 0, root_carries))
@@ -487,22 +484,15 @@ def _tuned_tree(topology: Topology, collective: Collective, router: Router, size
         counts = [requested] if requested is not None else [carriers * waves for waves in WAVE_CHOICES]
         for fanout in fanout_choices(len(hosts)):
             shape = TreeShape(fanout, root_carries)
-            previous, worse = None, 0
-            for k in counts:
-                one = Collective(collective.kind, collective.num_ranks, k, collective.root)
-                schedule = build(topology, one, router, shape, rail_orders=rail_orders, spread=False)
-                time = predicted_us(schedule, topology, [size])[0]
+
+            def quick(k: int, shape: TreeShape = shape) -> Schedule:
+                return build(topology, one(k), router, shape, rail_orders=rail_orders, spread=False)
+
+            for (time, _), k in zip(timed_sweep(counts, quick, topology, size, patience=2), counts):
                 tried.append((time, len(tried), shape, k))
-                worse = worse + 1 if previous is not None and time > previous else 0
-                if worse == 2:
-                    break
-                previous = time
-    best: tuple[float, Schedule] | None = None
-    for _, _, shape, k in sorted(tried)[:FINALISTS]:
-        one = Collective(collective.kind, collective.num_ranks, k, collective.root)
-        schedule = build(topology, one, router, shape, rail_orders=rail_orders)
-        time = predicted_us(schedule, topology, [size])[0]
-        if best is None or time < best[0] * (1 - 1e-9):
-            best = (time, schedule)
-    assert best is not None
-    return best[1]
+
+    def balanced(finalist: tuple[float, int, TreeShape, int]) -> Schedule:
+        _, _, shape, k = finalist
+        return build(topology, one(k), router, shape, rail_orders=rail_orders)
+
+    return fastest(timed_sweep(sorted(tried)[:FINALISTS], balanced, topology, size))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import dispatcher, predicted_us, size_option, with_reductions
+from synth.algorithms._common import dispatcher, fastest, size_option, timed_sweep, with_reductions
 from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.routing import Router, router_for
@@ -87,17 +87,8 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     if size is None or options.get("requested_chunks") is not None:
         return _dispatch(topology, collective, router)
     n = carriers(collective.num_ranks, collective.root or 0).size
-    best: tuple[float, Schedule] | None = None
-    previous, worse = None, 0
-    for waves in WAVE_CHOICES:
-        one = Collective(collective.kind, collective.num_ranks, n * waves, collective.root)
-        schedule = _dispatch(topology, one, router)
-        time = predicted_us(schedule, topology, [size])[0]
-        if best is None or time < best[0] * (1 - 1e-9):
-            best = (time, schedule)
-        worse = worse + 1 if previous is not None and time > previous else 0
-        if worse == 2:
-            break
-        previous = time
-    assert best is not None
-    return best[1]
+
+    def build(waves: int) -> Schedule:
+        return _dispatch(topology, Collective(collective.kind, collective.num_ranks, n * waves, collective.root), router)
+
+    return fastest(timed_sweep(WAVE_CHOICES, build, topology, size, patience=2))
