@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth import generators as gen
-from synth.algorithms import METHODS, synthesize
+from synth.algorithms import METHODS, _dissemination, synthesize
 from synth.algorithms._common import predicted_us
 from synth.algorithms._rankpaths import channels_for
 from synth.bounds import bound_model
@@ -66,6 +66,67 @@ def test_random_machines(topo, data):
     chunks = unit * data.draw(st.integers(1, 3), label="chunks")
     seed = data.draw(st.integers(0, 5), label="seed")
     schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, options={"seed": seed}, verify=False)
+    result = verify(schedule, topo)
+    assert result.ok, result.violation
+    assert numeric_replay(schedule)
+
+
+#: module settings that put small collectives into the modes of thousands of ranks: "window-exact"
+#: scans every held chunk without bitsets, "window" a window of the oldest and newest arrivals,
+#: "sampled" also offers each link to a few random channels per step
+LARGE_MODES = {
+    "window-exact": {"EXACT_BYTES": 0},
+    "window": {"EXACT_BYTES": 0, "EXACT_CHUNKS": 0},
+    "sampled": {"EXACT_BYTES": 0, "EXACT_CHUNKS": 0, "OFFER_ALL_UP_TO": 0},
+}
+
+
+def _in_mode(mode: str, monkeypatch) -> None:
+    for name, value in LARGE_MODES[mode].items():
+        monkeypatch.setattr(_dissemination, name, value)
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("fattree", lambda b: gen.fattree(racks=2, servers=4, gpus=8)),
+        ("torus6x6", lambda b: gen.torus(6, 6)),
+        ("dgx-a100x4", lambda b: b("dgx-a100x4")),
+    ],
+)
+@pytest.mark.parametrize("kind", ["allgather", "broadcast"])
+def test_windowed_scan_of_every_chunk_chooses_as_the_bitsets_do(builtin, monkeypatch, name, make, kind):
+    """Beyond `EXACT_BYTES` the engine scans arrival lists instead of bitsets; with a window as wide
+    as the collective it must make exactly the bitsets' choices, byte for byte."""
+    topo = make(builtin)
+    root = 0 if kind == "broadcast" else None
+    packed = synthesize(topo, kind, "greedy", chunks=3, root=root)
+    _in_mode("window-exact", monkeypatch)
+    assert synthesize(topo, kind, "greedy", chunks=3, root=root) == packed
+
+
+@pytest.mark.parametrize("mode", sorted(LARGE_MODES))
+def test_large_modes_on_a_fat_tree(monkeypatch, mode):
+    topo = gen.fattree(racks=2, servers=4, gpus=8)
+    exact = synthesize(topo, "allgather", "greedy", chunks=2)
+    _in_mode(mode, monkeypatch)
+    schedule = synthesize(topo, "allgather", "greedy", chunks=2, verify=False)
+    assert verify(schedule, topo).ok
+    assert numeric_replay(schedule)
+    # a narrower view costs steps, but not many
+    assert schedule.num_steps <= 1.3 * exact.num_steps
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topo=machines(), data=st.data())
+def test_large_modes_on_random_machines(topo, data):
+    mode = data.draw(st.sampled_from(sorted(LARGE_MODES)), label="mode")
+    kind = data.draw(st.sampled_from(KINDS), label="kind")
+    root = data.draw(st.integers(0, topo.num_ranks - 1), label="root") if kind in ROOTED else None
+    chunks = (topo.num_ranks if kind is Kind.ALLREDUCE else 1) * data.draw(st.integers(1, 3), label="chunks")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _in_mode(mode, monkeypatch)
+        schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, verify=False)
     result = verify(schedule, topo)
     assert result.ok, result.violation
     assert numeric_replay(schedule)

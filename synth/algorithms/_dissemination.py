@@ -164,6 +164,14 @@ def _first_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return has, (first * 8 + byte) * 8 + _FIRST_BIT[octets[rows, byte]]
 
 
+def _preference(at: np.ndarray, tier: np.ndarray, rungs: np.ndarray, depth: int, g: int) -> np.ndarray:
+    """A candidate's score (higher is better) from its place ``at`` in rarity order and the
+    ``tier`` of the largest neighbourhood of the destination it is new to (``depth``: none), for
+    a channel with ``rungs`` neighbourhood tiers: new to its first tier costs nothing, each tier
+    short of that costs a whole rarity order (g)."""
+    return -(at + g * (tier - (depth - rungs)).clip(min=0)).astype(np.float64)
+
+
 class _Engine:
     """State of one greedy run: who holds what, in which order it arrived, what is still needed."""
 
@@ -178,18 +186,9 @@ class _Engine:
         self.lack_count = self.lacking.sum(axis=1)
         self.remaining = int(self.lack_count.sum())
         self.cap, _ = link_capacity(topology, channels, plan.quantum)
-        self.incoming = np.zeros((r, g), dtype=bool)
-        # one byte per (rank, chunk) for the windowed scan: held 1, arriving this step 2, lacking 4
-        self.state = (self.holds.astype(np.uint8) | (self.lacking.astype(np.uint8) << 2)) if r * g < 2**31 else None
-        # arrival order of every rank's chunks (the first ones are those it starts with)
-        self.arrivals = np.zeros((r, g), dtype=np.int32)
-        self.count = self.holds.sum(axis=1).astype(np.int64)
-        rows, cols = np.nonzero(self.holds)
-        pos = np.arange(rows.size) - np.searchsorted(rows, rows)
-        self.arrivals[rows, pos] = cols
-        self.ptr = np.zeros(channels.count, dtype=np.int64)
         self.single = collective.kind in _SINGLE_TARGET
         if self.single:
+            self.incoming = np.zeros((r, g), dtype=bool)
             # one rank needs each chunk; the chunk travels as one copy, held last by its carrier
             self.target = required.argmax(axis=0)
             self.carrier = self.holds.argmax(axis=0)
@@ -201,12 +200,22 @@ class _Engine:
         self.window = g if g <= EXACT_CHUNKS else window
         self.newest = 0 if g <= EXACT_CHUNKS else window
         self.packed = not self.single and channels.count * ((g + 7) // 8) <= EXACT_BYTES
-        self.path_start = channels.link_ptr[:-1]
+        self.windowed = not self.single and not self.packed
+        # every channel's links as one row, padded with a sentinel link (id = number of links)
+        # that always has room: per-channel link work is then a dense gather
+        width = int(channels.path_length.max()) if channels.count else 1
+        self.room_start = np.append(self.cap, np.int64(1) << 40)
+        self.link_table = np.full((channels.count, width), self.cap.size, dtype=np.int64)
+        along = np.arange(channels.link_ids.size) - channels.link_ptr[channels.link_owner]
+        self.link_table[channels.link_owner, along] = channels.link_ids
+        self.channel_room = self.room_start[self.link_table].min(axis=1)
         self.last_link = channels.link_ids[channels.link_ptr[1:] - 1] if channels.count else np.zeros(0, dtype=np.int64)
         self.direct_only = bool(channels.count == 0 or channels.path_length.max() == 1)
         # one channel per link: a channel never proposes more than its room, so room never binds
         self.private_links = self.direct_only and np.unique(channels.link_ids).size == channels.count
         self._neighbourhoods()
+        if self.windowed:
+            self._windowed_state()
         # channels grouped by their first link, in a random order fixed for the run
         first = channels.link_ids[channels.link_ptr[:-1]] if channels.count else np.zeros(0, dtype=np.int64)
         shuffle = self.rng.permutation(channels.count)
@@ -220,6 +229,30 @@ class _Engine:
         self.offer_all = offer is None or bool(np.all(np.diff(self.group_ptr) <= self.group_limit))
 
     # ------------------------------------------------------------------------------- set-up
+    def _windowed_state(self) -> None:
+        """The windowed scan's arrays. Each is padded past column g with a sentinel chunk g that
+        nobody holds, lacks or receives, so a scan running past a rank's arrivals needs no bounds
+        checks: ``arrivals`` (every rank's chunks in arrival order, the ones it starts with first,
+        then g), ``missing`` (the rank does not hold the chunk) and ``state`` (one byte per
+        (rank, chunk): held 1, arriving this step 2, lacking 4)."""
+        r, g = self.r, self.g
+        pad = max(ADVANCE_SPAN, self.window + self.newest)
+        self.arrival_stride, self.state_stride = g + pad, g + 1
+        # flat indices into these arrays fit in 32 bits unless the collective is huge
+        index = np.int32 if r * (g + pad) < 2**31 else np.int64
+        self.src_index, self.dst_index = self.ch.src.astype(index), self.ch.dst.astype(index)
+        self.ptr = np.zeros(self.ch.count, dtype=index)
+        self.count = self.holds.sum(axis=1).astype(index)
+        self.arrivals = np.full((r, g + pad), g, dtype=np.int32)
+        rows, cols = np.nonzero(self.holds)
+        self.arrivals[rows, np.arange(rows.size) - np.searchsorted(rows, rows)] = cols
+        self.missing = np.ones((r, g + 1), dtype=bool)
+        self.missing[:, :g] = ~self.holds
+        self.state = np.zeros((r, g + 1), dtype=np.uint8)
+        self.state[:, :g] = self.holds.astype(np.uint8) | (self.lacking.astype(np.uint8) << 2)
+        if self.num_clusters:
+            self.cluster_hold = np.concatenate([self.cluster_hold, np.zeros((self.num_clusters, 1), dtype=bool)], axis=1)
+
     def _neighbourhoods(self) -> None:
         """Nested neighbourhoods of every channel's destination (`Channels.neighbourhoods`), and
         which chunks each neighbourhood holds."""
@@ -235,7 +268,7 @@ class _Engine:
     def step(self) -> tuple[np.ndarray, np.ndarray]:
         """Run one step; returns the channels used and the chunk each carried."""
         ch = self.ch
-        room = self.cap.copy()
+        room = self.room_start.copy()
         chunk_noise = self.rng.random(self.g)
         channel_noise = self.rng.random(ch.count)
         if self.single:
@@ -251,12 +284,13 @@ class _Engine:
             propose = self._propose_packed if self.packed else self._propose_window
         taken_ch: list[np.ndarray] = []
         taken_c: list[np.ndarray] = []
-        for _ in range(MAX_ROUNDS):
+        for round_ in range(MAX_ROUNDS):
             if alive.size == 0:
                 break
-            _, links = _expand(ch.link_ptr, ch.link_ids, alive)
-            free = np.minimum.reduceat(room[links], np.r_[0, np.cumsum(ch.path_length[alive])[:-1]])
-            alive, free = alive[free > 0], free[free > 0]
+            # room left on the fullest link of each channel (before the first round: all of it)
+            free = self.channel_room[alive] if round_ == 0 else room[self.link_table[alive]].min(axis=1)
+            open_ = free > 0
+            alive, free = alive[open_], free[open_]
             if alive.size == 0:
                 break
             # a channel offers about its share of the room into its destination (plus one), so the
@@ -275,7 +309,7 @@ class _Engine:
                 break
             wc, wk = props[win], chunk[win]
             self._accept(wc, wk)
-            room -= np.bincount(self._links_of(wc), minlength=room.size)
+            room -= np.bincount(self.link_table[wc].ravel(), minlength=room.size)
             taken_ch.append(wc)
             taken_c.append(wk)
         if not taken_ch:
@@ -298,30 +332,23 @@ class _Engine:
         pos = self.group_ptr[owner] + (start[owner] + offset) % size[owner]
         return np.sort(self.group_channels[pos])
 
-    def _links_of(self, chans: np.ndarray) -> np.ndarray:
-        """The link ids of every channel in ``chans``, concatenated."""
-        if self.direct_only:
-            return self.ch.link_ids[chans]
-        return _expand(self.ch.link_ptr, self.ch.link_ids, chans)[1]
-
     def _advance(self, chans: np.ndarray) -> None:
         """Move the oldest-first pointers of ``chans`` past the chunks their destinations hold."""
-        if self.packed or self.single:
+        if not self.windowed:
             return
-        ch, g = self.ch, self.g
-        src, dst = ch.src32[chans], ch.dst32[chans]
-        head = np.minimum(self.ptr[chans], g - 1).astype(np.int32)
-        todo = chans[(self.ptr[chans] < self.count[src]) & np.take(self.holds, dst * g + np.take(self.arrivals, src * g + head))]
+        src, dst = self.src_index[chans], self.dst_index[chans]
+        head = np.take(self.arrivals, src * self.arrival_stride + self.ptr[chans])
+        todo = chans[~np.take(self.missing, dst * self.state_stride + head)]
         width = 8  # most pointers move a few places: look a little ahead first, then further
         while todo.size:
-            src, dst = ch.src32[todo], ch.dst32[todo]
-            pos = (self.ptr[todo][:, None] + np.arange(width)[None, :]).astype(np.int32)
-            inside = pos < self.count[src][:, None]
-            chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1))
-            fresh = inside & ~np.take(self.holds, dst[:, None] * g + chunk)
+            src, dst = self.src_index[todo], self.dst_index[todo]
+            at = self.ptr[todo]
+            pos = (src * self.arrival_stride + at)[:, None] + np.arange(width, dtype=at.dtype)[None, :]
+            # the sentinel after a rank's last arrival is missing everywhere: every row stops there
+            fresh = np.take(self.missing, dst[:, None] * self.state_stride + np.take(self.arrivals, pos))
             found = fresh.any(axis=1)
-            self.ptr[todo] += np.where(found, fresh.argmax(axis=1), inside.sum(axis=1))
-            todo = todo[~found & inside.all(axis=1)]
+            self.ptr[todo] = at + np.where(found, fresh.argmax(axis=1), width)
+            todo = todo[~found]
             width = min(2 * width, ADVANCE_SPAN)
 
     def _pack(self, chunk_noise: np.ndarray) -> None:
@@ -386,47 +413,54 @@ class _Engine:
                 tier[rows] = t
                 into[rows] = tiers[rows, t]
         rungs = (tiers >= 0).sum(axis=1)  # preferences this channel has; met the first: no penalty
-        score = -(at + self.g * (tier - (depth - rungs)).clip(min=0)).astype(np.float64)
-        return has, np.minimum(at, self.g - 1), score, into
+        return has, np.minimum(at, self.g - 1), _preference(at, tier, rungs, depth, self.g), into
 
     def _propose_window(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
         """Windowed (or, for few chunks, exact) choice over the source's arrivals, scored; the
         same results as `_propose_packed`."""
-        ch = self.ch
-        g = self.g
-        src, dst = ch.src32[chans], ch.dst32[chans]
-        n = self.count[src]
-        lo = self.ptr[chans]
-        width = self.window + self.newest
-        pos = np.empty((chans.size, width), dtype=np.int64)
-        pos[:, : self.window] = lo[:, None] + np.arange(self.window)[None, :]
+        src, dst = self.src_index[chans], self.dst_index[chans]
+        ptr = self.ptr[chans]
+        row_start = src * self.arrival_stride
+        pos = np.empty((chans.size, self.window + self.newest), dtype=ptr.dtype)
+        pos[:, : self.window] = (row_start + ptr)[:, None] + np.arange(self.window, dtype=ptr.dtype)[None, :]
         if self.newest:
-            tail = np.maximum(n - self.newest, lo + self.window)
-            pos[:, self.window :] = tail[:, None] + np.arange(self.newest)[None, :]
-        ok = pos < n[:, None]
-        chunk = np.take(self.arrivals, src[:, None] * g + np.minimum(pos, g - 1).astype(np.int32))
-        flat = dst[:, None] * g + chunk
-        if self.state is not None:
-            ok &= np.take(self.state, flat) == 4  # lacking, and nothing on its way
-        else:
-            ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat) & np.take(self.lacking, flat)
+            tail = np.maximum(self.count[src] - self.newest, ptr + self.window)
+            pos[:, self.window :] = (row_start + tail)[:, None] + np.arange(self.newest, dtype=ptr.dtype)[None, :]
+        # past a rank's arrivals is the sentinel chunk g, whose state is 0
+        chunk = np.take(self.arrivals, pos)
+        ok = np.take(self.state, dst[:, None] * self.state_stride + chunk) == 4  # lacking, nothing on its way
+        # the same choice as `_best_bits`: the largest neighbourhood the chunk is new to, then
+        # rarity (the sentinel's rank is g: it never wins, and it is never ok anyway)
+        at = np.take(self._rarity_ranks(chunk_noise), chunk)
+        depth = self.tiers.shape[1]
+        tier = np.full(chunk.shape, depth, dtype=np.int64)
         into_all = None
-        score = np.take((self.want + chunk_noise).astype(np.float32), chunk)
         if self.num_clusters:
-            # freshness is nested (new to a rack means new to each of its servers): count the
-            # neighbourhoods the chunk is new to, and remember the largest
             into_all = np.full(chunk.shape, -1, dtype=np.int64)
-            fresh = np.zeros(chunk.shape, dtype=np.float32)
-            for t in range(self.tiers.shape[1] - 1, -1, -1):
-                cl = self.tiers[chans, t]
-                rows = np.flatnonzero(cl >= 0)
+            tiers = self.tiers[chans]
+            for t in range(depth - 1, -1, -1):  # from the smallest neighbourhood out: the last hit is the largest
+                rows = np.flatnonzero(tiers[:, t] >= 0)
                 if rows.size == 0:
                     continue
-                new = ~np.take(self.cluster_hold, cl[rows][:, None] * g + chunk[rows])
-                fresh[rows] += new
-                into_all[rows] = np.where(new, cl[rows][:, None], into_all[rows])
-            score += fresh * np.float32(2.0 * self.r + 2.0)
-        return self._top(chunk, score, ok, room, into_all)
+                cl = tiers[rows, t][:, None]
+                new = ~np.take(self.cluster_hold, cl * self.state_stride + chunk[rows])
+                tier[rows] = np.where(new, t, tier[rows])
+                into_all[rows] = np.where(new, cl, into_all[rows])
+            rungs = (tiers >= 0).sum(axis=1)[:, None]
+        else:
+            rungs = np.zeros((chans.size, 1), dtype=np.int64)
+        # a channel takes its chunks by (tier, rarity), as `_propose_packed` does
+        key = -(tier * (self.g + 1) + at)
+        key = key.astype(np.float32 if self.g * (depth + 2) < 1 << 24 else np.float64)  # exact either way
+        return self._top(chunk, key, ok, room, into_all, score=_preference(at, tier, rungs, depth, self.g))
+
+    def _rarity_ranks(self, chunk_noise: np.ndarray) -> np.ndarray:
+        """Every chunk's place in rarity order (most wanted first, ties in the step's random order),
+        and g for the sentinel: the order `_pack` gives the bitsets."""
+        ranks = np.empty(self.g + 1, dtype=np.int64)
+        ranks[np.argsort(-(self.want + chunk_noise), kind="stable")] = np.arange(self.g)
+        ranks[self.g] = self.g
+        return ranks
 
     def _queue(self, chunk_noise: np.ndarray) -> None:
         """Chunks still on their way, grouped by carrier, farthest from their rank first."""
@@ -455,30 +489,35 @@ class _Engine:
         flat = dst[:, None] * self.g + chunk
         ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat) & ~self.moving[chunk]
         ok &= self.dist[dst[:, None], tgt] < here
-        score = here + chunk_noise[chunk]
+        score = (here + chunk_noise[chunk]).astype(np.float32)
         return self._top(chunk, score, ok, room, None)
 
-    def _top(self, chunk, score, ok, room, into_all):
-        """Up to ``room[i]`` best-scored valid candidates of each row, as flat proposals."""
-        score = np.where(ok, score, -np.inf).astype(np.float32, copy=False)
-        width = min(int(room.max()), score.shape[1])
+    def _top(self, chunk, key, ok, room, into_all, score=None):
+        """Up to ``room[i]`` valid candidates of each row with the highest ``key``, as flat
+        proposals scored by ``score`` (default: the key)."""
+        key = np.where(ok, key, -np.inf)
+        width = min(int(room.max()), key.shape[1])
         if width == 1:
-            order = score.argmax(axis=1)[:, None]
+            order = key.argmax(axis=1)[:, None]
+            top = np.take_along_axis(key, order, axis=1)
         elif width == 2:
-            first = score.argmax(axis=1)
-            rows = np.arange(score.shape[0])
-            kept = score[rows, first]
-            score[rows, first] = -np.inf
-            order = np.stack([first, score.argmax(axis=1)], axis=1)
-            score[rows, first] = kept
+            rows = np.arange(key.shape[0])
+            order = np.empty((rows.size, 2), dtype=np.intp)
+            top = np.empty((rows.size, 2), dtype=key.dtype)
+            order[:, 0] = first = key.argmax(axis=1)
+            top[:, 0] = key[rows, first]
+            key[rows, first] = -np.inf  # (key is our own copy)
+            order[:, 1] = second = key.argmax(axis=1)
+            top[:, 1] = key[rows, second]
         else:
-            order = np.argsort(-score, axis=1, kind="stable")[:, :width]
-        top = np.take_along_axis(score, order, axis=1)
+            order = np.argsort(-key, axis=1, kind="stable")[:, :width]
+            top = np.take_along_axis(key, order, axis=1)
         take = np.isfinite(top) & (np.arange(width)[None, :] < room[:, None])
         row, col = np.nonzero(take)
         pick = order[row, col]
         into = into_all[row, pick] if into_all is not None else np.full(row.size, -1, dtype=np.int64)
-        return row, chunk[row, pick], top[row, col], into, np.isfinite(top[:, 0])
+        picked_score = top[row, col] if score is None else score[row, pick]
+        return row, chunk[row, pick], picked_score, into, np.isfinite(top[:, 0])
 
     def _resolve(self, props, chunks, score, into, channel_noise, room) -> np.ndarray:
         """Which proposals win: one per (destination, chunk) and one per (neighbourhood, chunk)
@@ -502,7 +541,12 @@ class _Engine:
         # the first (room) on each of its links is safe; accepting the safe ones and dropping
         # those whose link is then full lets others move up; repeat until nothing changes.
         cand = np.flatnonzero(win)
-        owner, link = _expand(ch.link_ptr, ch.link_ids, props[cand])
+        table = self.link_table[props[cand]]
+        owner = np.repeat(np.arange(cand.size), table.shape[1])
+        link = table.ravel()
+        if not self.direct_only:
+            real = link < self.cap.size
+            owner, link = owner[real], link[real]
         order = np.argsort(link * props.size + prio[cand][owner])
         s_link, s_owner = link[order], owner[order]  # pairs by link, best proposal first
         left = room.copy()
@@ -533,10 +577,10 @@ class _Engine:
     def _accept(self, chans: np.ndarray, chunks: np.ndarray) -> None:
         """Record accepted transfers of the current step (their data lands at its end)."""
         dst = self.ch.dst[chans]
-        self.incoming[dst, chunks] = True
-        if self.state is not None:
-            self.state[dst, chunks] |= 2
+        if self.windowed:
+            self.state[dst, chunks] = 6  # every proposal was for a chunk lacking (4), now arriving (2)
         if self.single:
+            self.incoming[dst, chunks] = True
             self.moving[chunks] = True
         owner = cl = None
         if self.num_clusters:
@@ -552,24 +596,25 @@ class _Engine:
                 np.bitwise_or.at(self.cluster_bits, (cl, word), mask)
 
     def _deliver(self, dst: np.ndarray, chunks: np.ndarray) -> None:
-        self.incoming[dst, chunks] = False
+        """Land the step's transfers: ``dst[i]`` now holds ``chunks[i]``."""
         self.holds[dst, chunks] = True
-        if self.state is not None:
+        if self.single:
+            self.incoming[dst, chunks] = False
+            self.carrier[chunks] = dst
+        if self.windowed:
             self.state[dst, chunks] = 1
+            self.missing[dst, chunks] = False
+            order = np.argsort(dst * self.g + chunks)  # a rank's new chunks arrive in chunk order
+            d, c = dst[order], chunks[order]
+            self.arrivals[d, self.count[d] + (np.arange(d.size) - np.searchsorted(d, d))] = c
+            self.count += np.bincount(d, minlength=self.r).astype(self.count.dtype)
         if self.packed:
             at = self.rank_of[chunks]
             word, mask = _bit_masks(at)
             np.bitwise_or.at(self.hold_bits, (dst, word), mask)
-        order = np.lexsort((chunks, dst))
-        d, c = dst[order], chunks[order]
-        rank_in = np.arange(d.size) - np.searchsorted(d, d)
-        self.arrivals[d, self.count[d] + rank_in] = c
-        self.count += np.bincount(d, minlength=self.r)
-        needed = self.lacking[d, c]
-        self.lacking[d, c] = False
+        needed = self.lacking[dst, chunks]
+        self.lacking[dst, chunks] = False
         self.remaining -= int(needed.sum())
-        self.lack_count -= np.bincount(d[needed], minlength=self.r)
-        if self.single:
-            self.carrier[c] = d
-        else:
-            self.want -= np.bincount(c[needed], minlength=self.g)
+        self.lack_count -= np.bincount(dst[needed], minlength=self.r)
+        if not self.single:
+            self.want -= np.bincount(chunks[needed], minlength=self.g)
