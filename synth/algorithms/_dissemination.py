@@ -172,6 +172,30 @@ def _preference(at: np.ndarray, tier: np.ndarray, rungs: np.ndarray, depth: int,
     return -(at + g * (tier - (depth - rungs)).clip(min=0)).astype(np.float64)
 
 
+def _smallest(cost: np.ndarray, room: np.ndarray, invalid: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The columns of the up to ``room[i]`` lowest costs below ``invalid`` in each row ``i``
+    (ties: leftmost first), as (row, column) pairs, and whether each row had any. ``cost`` is
+    overwritten."""
+    width = min(int(room.max()), cost.shape[1])
+    if width == 1:
+        order = cost.argmin(axis=1)[:, None]
+        top = np.take_along_axis(cost, order, axis=1)
+    elif width == 2:
+        rows = np.arange(cost.shape[0])
+        order = np.empty((rows.size, 2), dtype=np.intp)
+        top = np.empty((rows.size, 2), dtype=cost.dtype)
+        order[:, 0] = first = cost.argmin(axis=1)
+        top[:, 0] = cost[rows, first]
+        cost[rows, first] = invalid
+        order[:, 1] = second = cost.argmin(axis=1)
+        top[:, 1] = cost[rows, second]
+    else:
+        order = np.argsort(cost, axis=1, kind="stable")[:, :width]
+        top = np.take_along_axis(cost, order, axis=1)
+    row, col = np.nonzero((top < invalid) & (np.arange(width)[None, :] < room[:, None]))
+    return row, order[row, col], top[:, 0] < invalid
+
+
 class _Engine:
     """State of one greedy run: who holds what, in which order it arrived, what is still needed."""
 
@@ -251,7 +275,11 @@ class _Engine:
         self.state = np.zeros((r, g + 1), dtype=np.uint8)
         self.state[:, :g] = self.holds.astype(np.uint8) | (self.lacking.astype(np.uint8) << 2)
         if self.num_clusters:
-            self.cluster_hold = np.concatenate([self.cluster_hold, np.zeros((self.num_clusters, 1), dtype=bool)], axis=1)
+            # the sentinel chunk's column, and an extra cluster that holds every chunk
+            padded = np.zeros((self.num_clusters + 1, g + 1), dtype=bool)
+            padded[: self.num_clusters, :g] = self.cluster_hold
+            padded[self.num_clusters] = True
+            self.cluster_hold = padded
 
     def _neighbourhoods(self) -> None:
         """Nested neighbourhoods of every channel's destination (`Channels.neighbourhoods`), and
@@ -281,6 +309,8 @@ class _Engine:
             self._advance(alive)
             if self.packed:
                 self._pack(chunk_noise)
+            else:
+                self.rarity = self._rarity_ranks(chunk_noise)
             propose = self._propose_packed if self.packed else self._propose_window
         taken_ch: list[np.ndarray] = []
         taken_c: list[np.ndarray] = []
@@ -429,30 +459,26 @@ class _Engine:
         # past a rank's arrivals is the sentinel chunk g, whose state is 0
         chunk = np.take(self.arrivals, pos)
         ok = np.take(self.state, dst[:, None] * self.state_stride + chunk) == 4  # lacking, nothing on its way
-        # the same choice as `_best_bits`: the largest neighbourhood the chunk is new to, then
-        # rarity (the sentinel's rank is g: it never wins, and it is never ok anyway)
-        at = np.take(self._rarity_ranks(chunk_noise), chunk)
+        # the same choice as `_best_bits`: the largest neighbourhood the chunk is new to (its tier;
+        # depth: none), then rarity. A channel without a neighbourhood at some tier looks at the
+        # extra cluster row, which holds everything.
         depth = self.tiers.shape[1]
+        tiers = self.tiers[chans]
         tier = np.full(chunk.shape, depth, dtype=np.int64)
-        into_all = None
-        if self.num_clusters:
-            into_all = np.full(chunk.shape, -1, dtype=np.int64)
-            tiers = self.tiers[chans]
-            for t in range(depth - 1, -1, -1):  # from the smallest neighbourhood out: the last hit is the largest
-                rows = np.flatnonzero(tiers[:, t] >= 0)
-                if rows.size == 0:
-                    continue
-                cl = tiers[rows, t][:, None]
-                new = ~np.take(self.cluster_hold, cl * self.state_stride + chunk[rows])
-                tier[rows] = np.where(new, t, tier[rows])
-                into_all[rows] = np.where(new, cl, into_all[rows])
-            rungs = (tiers >= 0).sum(axis=1)[:, None]
-        else:
-            rungs = np.zeros((chans.size, 1), dtype=np.int64)
-        # a channel takes its chunks by (tier, rarity), as `_propose_packed` does
-        key = -(tier * (self.g + 1) + at)
-        key = key.astype(np.float32 if self.g * (depth + 2) < 1 << 24 else np.float64)  # exact either way
-        return self._top(chunk, key, ok, room, into_all, score=_preference(at, tier, rungs, depth, self.g))
+        for t in range(depth - 1, -1, -1):  # from the smallest neighbourhood out: the last hit is the largest
+            cl = tiers[:, t]
+            if self.num_clusters == 0 or cl.max() < 0:
+                continue
+            cl = np.where(cl >= 0, cl, self.num_clusters)[:, None]
+            np.putmask(tier, ~np.take(self.cluster_hold, cl * self.state_stride + chunk), t)
+        at = np.take(self.rarity, chunk)
+        invalid = (depth + 1) * (self.g + 1)
+        cost = np.where(ok, tier * (self.g + 1) + at, invalid)
+        row, pick, has = _smallest(cost, room, invalid)
+        at, tier = at[row, pick], tier[row, pick]
+        into = np.where(tier < depth, tiers[row, np.minimum(tier, depth - 1)], -1)
+        rungs = (tiers[row] >= 0).sum(axis=1)
+        return row, chunk[row, pick], _preference(at, tier, rungs, depth, self.g), into, has
 
     def _rarity_ranks(self, chunk_noise: np.ndarray) -> np.ndarray:
         """Every chunk's place in rarity order (most wanted first, ties in the step's random order),
@@ -490,34 +516,8 @@ class _Engine:
         ok &= ~np.take(self.holds, flat) & ~np.take(self.incoming, flat) & ~self.moving[chunk]
         ok &= self.dist[dst[:, None], tgt] < here
         score = (here + chunk_noise[chunk]).astype(np.float32)
-        return self._top(chunk, score, ok, room, None)
-
-    def _top(self, chunk, key, ok, room, into_all, score=None):
-        """Up to ``room[i]`` valid candidates of each row with the highest ``key``, as flat
-        proposals scored by ``score`` (default: the key)."""
-        key = np.where(ok, key, -np.inf)
-        width = min(int(room.max()), key.shape[1])
-        if width == 1:
-            order = key.argmax(axis=1)[:, None]
-            top = np.take_along_axis(key, order, axis=1)
-        elif width == 2:
-            rows = np.arange(key.shape[0])
-            order = np.empty((rows.size, 2), dtype=np.intp)
-            top = np.empty((rows.size, 2), dtype=key.dtype)
-            order[:, 0] = first = key.argmax(axis=1)
-            top[:, 0] = key[rows, first]
-            key[rows, first] = -np.inf  # (key is our own copy)
-            order[:, 1] = second = key.argmax(axis=1)
-            top[:, 1] = key[rows, second]
-        else:
-            order = np.argsort(-key, axis=1, kind="stable")[:, :width]
-            top = np.take_along_axis(key, order, axis=1)
-        take = np.isfinite(top) & (np.arange(width)[None, :] < room[:, None])
-        row, col = np.nonzero(take)
-        pick = order[row, col]
-        into = into_all[row, pick] if into_all is not None else np.full(row.size, -1, dtype=np.int64)
-        picked_score = top[row, col] if score is None else score[row, pick]
-        return row, chunk[row, pick], picked_score, into, np.isfinite(top[:, 0])
+        row, pick, has = _smallest(np.where(ok, -score, np.inf), room, np.inf)
+        return row, chunk[row, pick], score[row, pick], np.full(row.size, -1, dtype=np.int64), has
 
     def _resolve(self, props, chunks, score, into, channel_noise, room) -> np.ndarray:
         """Which proposals win: one per (destination, chunk) and one per (neighbourhood, chunk)
