@@ -547,6 +547,12 @@ class _Engine:
         if not self.direct_only:
             real = link < self.cap.size
             owner, link = owner[real], link[real]
+        # only links asked for more than their room can refuse anyone: a proposal on none of
+        # them is safe, and the rest compete on those links alone
+        contested = np.bincount(link, minlength=room.size)[link] > room[link]
+        owner, link = owner[contested], link[contested]
+        if link.size == 0:
+            return win
         order = np.argsort(link * props.size + prio[cand][owner])
         s_link, s_owner = link[order], owner[order]  # pairs by link, best proposal first
         left = room.copy()
