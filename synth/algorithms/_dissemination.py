@@ -238,6 +238,7 @@ class _Engine:
         # one channel per link: a channel never proposes more than its room, so room never binds
         self.private_links = self.direct_only and np.unique(channels.link_ids).size == channels.count
         self._neighbourhoods()
+        self.rungs = (self.tiers >= 0).sum(axis=1)  # neighbourhood tiers of each channel
         if self.windowed:
             self._windowed_state()
         # channels grouped by their first link, in a random order fixed for the run
@@ -310,7 +311,7 @@ class _Engine:
             if self.packed:
                 self._pack(chunk_noise)
             else:
-                self.rarity = self._rarity_ranks(chunk_noise)
+                self._rarity_ranks(chunk_noise)
             propose = self._propose_packed if self.packed else self._propose_window
         taken_ch: list[np.ndarray] = []
         taken_c: list[np.ndarray] = []
@@ -442,8 +443,7 @@ class _Engine:
                 at[rows] = at_t
                 tier[rows] = t
                 into[rows] = tiers[rows, t]
-        rungs = (tiers >= 0).sum(axis=1)  # preferences this channel has; met the first: no penalty
-        return has, np.minimum(at, self.g - 1), _preference(at, tier, rungs, depth, self.g), into
+        return has, np.minimum(at, self.g - 1), _preference(at, tier, self.rungs[chans], depth, self.g), into
 
     def _propose_window(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
         """Windowed (or, for few chunks, exact) choice over the source's arrivals, scored; the
@@ -451,42 +451,60 @@ class _Engine:
         src, dst = self.src_index[chans], self.dst_index[chans]
         ptr = self.ptr[chans]
         row_start = src * self.arrival_stride
-        pos = np.empty((chans.size, self.window + self.newest), dtype=ptr.dtype)
-        pos[:, : self.window] = (row_start + ptr)[:, None] + np.arange(self.window, dtype=ptr.dtype)[None, :]
+        # one column per channel, one row per window position: the per-channel choices below are
+        # then reductions across a few rows, which numpy does at full speed
+        pos = np.empty((self.window + self.newest, chans.size), dtype=ptr.dtype)
+        pos[: self.window] = (row_start + ptr)[None, :] + np.arange(self.window, dtype=ptr.dtype)[:, None]
         if self.newest:
             tail = np.maximum(self.count[src] - self.newest, ptr + self.window)
-            pos[:, self.window :] = (row_start + tail)[:, None] + np.arange(self.newest, dtype=ptr.dtype)[None, :]
+            pos[self.window :] = (row_start + tail)[None, :] + np.arange(self.newest, dtype=ptr.dtype)[:, None]
         # past a rank's arrivals is the sentinel chunk g, whose state is 0
         chunk = np.take(self.arrivals, pos)
-        ok = np.take(self.state, dst[:, None] * self.state_stride + chunk) == 4  # lacking, nothing on its way
+        ok = np.take(self.state, dst[None, :] * self.state_stride + chunk) == 4  # lacking, nothing on its way
         # the same choice as `_best_bits`: the largest neighbourhood the chunk is new to (its tier;
         # depth: none), then rarity. A channel without a neighbourhood at some tier looks at the
         # extra cluster row, which holds everything.
         depth = self.tiers.shape[1]
         tiers = self.tiers[chans]
-        tier = np.full(chunk.shape, depth, dtype=np.int64)
+        g1 = self.g + 1
+        invalid = (depth + 1) * g1
+        cost_type = np.int32 if invalid < 2**31 else np.int64
+        tier = np.full(chunk.shape, depth, dtype=cost_type)
         for t in range(depth - 1, -1, -1):  # from the smallest neighbourhood out: the last hit is the largest
             cl = tiers[:, t]
             if self.num_clusters == 0 or cl.max() < 0:
                 continue
-            cl = np.where(cl >= 0, cl, self.num_clusters)[:, None]
+            cl = np.where(cl >= 0, cl, self.num_clusters)[None, :]
             np.putmask(tier, ~np.take(self.cluster_hold, cl * self.state_stride + chunk), t)
-        at = np.take(self.rarity, chunk)
-        invalid = (depth + 1) * (self.g + 1)
-        cost = np.where(ok, tier * (self.g + 1) + at, invalid)
-        row, pick, has = _smallest(cost, room, invalid)
-        at, tier = at[row, pick], tier[row, pick]
+        cost = tier * g1 + np.take(self.rarity, chunk)
+        cost[~ok] = invalid
+        # a window holds each chunk once, so a channel's valid costs differ: the j-th smallest
+        # value says which chunk it is (rarity place and tier), and removing it by value is exact
+        rows, costs = [], []
+        for j in range(min(int(room.max()), cost.shape[0])):
+            best = cost.min(axis=0)
+            take = best < invalid
+            if j == 0:
+                has = take
+            take &= room > j
+            rows.append(np.flatnonzero(take))
+            costs.append(best[take])
+            if j + 1 < room.max():
+                np.putmask(cost, cost == best[None, :], invalid)
+        row, best = np.concatenate(rows), np.concatenate(costs).astype(np.int64)
+        tier, at = best // g1, best % g1
         into = np.where(tier < depth, tiers[row, np.minimum(tier, depth - 1)], -1)
-        rungs = (tiers[row] >= 0).sum(axis=1)
-        return row, chunk[row, pick], _preference(at, tier, rungs, depth, self.g), into, has
+        score = _preference(at, tier, self.rungs[chans[row]], depth, self.g)
+        return row, self.rarity_order[at], score, into, has
 
-    def _rarity_ranks(self, chunk_noise: np.ndarray) -> np.ndarray:
+    def _rarity_ranks(self, chunk_noise: np.ndarray) -> None:
         """Every chunk's place in rarity order (most wanted first, ties in the step's random order),
-        and g for the sentinel: the order `_pack` gives the bitsets."""
-        ranks = np.empty(self.g + 1, dtype=np.int64)
-        ranks[np.argsort(-(self.want + chunk_noise), kind="stable")] = np.arange(self.g)
-        ranks[self.g] = self.g
-        return ranks
+        as `_pack` orders the bitsets: ``rarity[chunk]`` (g for the sentinel) and its inverse
+        ``rarity_order``."""
+        self.rarity_order = np.argsort(-(self.want + chunk_noise), kind="stable")
+        self.rarity = np.empty(self.g + 1, dtype=np.int64)
+        self.rarity[self.rarity_order] = np.arange(self.g)
+        self.rarity[self.g] = self.g
 
     def _queue(self, chunk_noise: np.ndarray) -> None:
         """Chunks still on their way, grouped by carrier, farthest from their rank first."""
