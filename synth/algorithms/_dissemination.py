@@ -172,6 +172,22 @@ def _preference(at: np.ndarray, tier: np.ndarray, rungs: np.ndarray, depth: int,
     return -(at + g * (tier - (depth - rungs)).clip(min=0)).astype(np.float64)
 
 
+def _first_true(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of a C-contiguous boolean matrix whose width is a multiple of 8: whether any
+    entry is true, and the first one's column. Eight flags make one 64-bit word, so this is a few
+    passes over the words instead of numpy's slow row-by-row reductions over short rows."""
+    words = flags.view(np.dtype("<u8"))  # little-endian: flag 8w + b is byte b, bit 8b of word w
+    word = words[:, -1].copy()
+    at = np.full(words.shape[0], words.shape[1] - 1, dtype=np.int64)
+    for w in range(words.shape[1] - 2, -1, -1):
+        hit = words[:, w] != 0
+        np.putmask(word, hit, words[:, w])
+        np.putmask(at, hit, w)
+    lowest = word & (~word + np.uint64(1))  # a power of two: log2 is exact
+    byte = np.log2(np.maximum(lowest, np.uint64(1)).astype(np.float64)).astype(np.int64) >> 3
+    return word != 0, at * 8 + byte
+
+
 def _smallest(cost: np.ndarray, room: np.ndarray, invalid: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The columns of the up to ``room[i]`` lowest costs below ``invalid`` in each row ``i``
     (ties: leftmost first), as (row, column) pairs, and whether each row had any. ``cost`` is
@@ -233,6 +249,7 @@ class _Engine:
         along = np.arange(channels.link_ids.size) - channels.link_ptr[channels.link_owner]
         self.link_table[channels.link_owner, along] = channels.link_ids
         self.channel_room = self.room_start[self.link_table].min(axis=1)
+        self.link_columns = np.ascontiguousarray(self.link_table.T)  # (the fast layout for minima)
         self.last_link = channels.link_ids[channels.link_ptr[1:] - 1] if channels.count else np.zeros(0, dtype=np.int64)
         self.direct_only = bool(channels.count == 0 or channels.path_length.max() == 1)
         # one channel per link: a channel never proposes more than its room, so room never binds
@@ -319,7 +336,7 @@ class _Engine:
             if alive.size == 0:
                 break
             # room left on the fullest link of each channel (before the first round: all of it)
-            free = self.channel_room[alive] if round_ == 0 else room[self.link_table[alive]].min(axis=1)
+            free = self.channel_room[alive] if round_ == 0 else room[self.link_columns[:, alive]].min(axis=0)
             open_ = free > 0
             alive, free = alive[open_], free[open_]
             if alive.size == 0:
@@ -377,8 +394,8 @@ class _Engine:
             pos = (src * self.arrival_stride + at)[:, None] + np.arange(width, dtype=at.dtype)[None, :]
             # the sentinel after a rank's last arrival is missing everywhere: every row stops there
             fresh = np.take(self.missing, dst[:, None] * self.state_stride + np.take(self.arrivals, pos))
-            found = fresh.any(axis=1)
-            self.ptr[todo] = at + np.where(found, fresh.argmax(axis=1), width)
+            found, first = _first_true(fresh)
+            self.ptr[todo] = at + np.where(found, first, width)
             todo = todo[~found]
             width = min(2 * width, ADVANCE_SPAN)
 
