@@ -576,14 +576,10 @@ class _Engine:
         # the first (room) on each of its links is safe; accepting the safe ones and dropping
         # those whose link is then full lets others move up; repeat until nothing changes.
         cand = np.flatnonzero(win)
-        table = self.link_table[props[cand]]
-        owner = np.repeat(np.arange(cand.size), table.shape[1])
-        link = table.ravel()
-        if not self.direct_only:
-            real = link < self.cap.size
-            owner, link = owner[real], link[real]
-        # only links asked for more than their room can refuse anyone: a proposal on none of
-        # them is safe, and the rest compete on those links alone
+        link = self.link_columns[:, props[cand]].ravel()
+        owner = np.tile(np.arange(cand.size), self.link_columns.shape[0])
+        # only links asked for more than their room can refuse anyone (never the padding link):
+        # a proposal on none of them is safe, and the rest compete on those links alone
         contested = np.bincount(link, minlength=room.size)[link] > room[link]
         owner, link = owner[contested], link[contested]
         if link.size == 0:
