@@ -225,17 +225,16 @@ def _switch_components(topology: Topology) -> list[list[int]]:
 class _Component:
     """Fewest-hop paths between the switches of one component."""
 
-    def __init__(self, topology: Topology, nodes: list[int]):
+    def __init__(self, topology: Topology, nodes: list[int], inner: list[tuple[int, int]]):
+        """``inner``: the (src, dst) of the links between the component's switches."""
         self.topology = topology
         self.nodes = nodes
         r = topology.num_ranks
-        members = set(nodes)
         self.succ: dict[int, list[int]] = {v: [] for v in nodes}
         self.pred: dict[int, list[int]] = {v: [] for v in nodes}
-        for link in topology.links:
-            if link.src in members and link.dst in members:
-                self.succ[link.src].append(link.dst)
-                self.pred[link.dst].append(link.src)
+        for a, b in inner:
+            self.succ[a].append(b)
+            self.pred[b].append(a)
         for v in nodes:
             self.succ[v].sort()
             self.pred[v].sort(key=topology.node_name)
@@ -327,7 +326,7 @@ def _partners(
     position = {v: i for i, v in enumerate(receivers)}
     pairs = []
     for a in senders:
-        p = position.get(a, int(np.searchsorted(np.asarray(receivers), a)))
+        p = position[a] if a in position else int(np.searchsorted(np.asarray(receivers), a))
         for off in sorted(offsets):
             b = receivers[(p + off) % n]
             if b != a:
@@ -348,16 +347,23 @@ def _build(topology: Topology, full_pairs: int) -> Channels:
             dst.append(link.dst)
             via.append(())
     complete = True
-    for nodes in _switch_components(topology):
-        comp = _Component(topology, nodes)
-        member = set(nodes)
-        entries: dict[int, list[int]] = {}
-        exits: dict[int, list[int]] = {}
-        for link in topology.links:
-            if link.src < r and link.dst in member:
-                entries.setdefault(link.src, []).append(link.dst)
-            elif link.dst < r and link.src in member:
-                exits.setdefault(link.dst, []).append(link.src)
+    components = _switch_components(topology)
+    # one pass over the links sorts them by component: inside it, into it from a rank, out of it
+    # to a rank (each in the topology's link order)
+    component_of = {v: i for i, nodes in enumerate(components) for v in nodes}
+    inner: list[list[tuple[int, int]]] = [[] for _ in components]
+    into: list[dict[int, list[int]]] = [{} for _ in components]
+    out_of: list[dict[int, list[int]]] = [{} for _ in components]
+    for link in topology.links:
+        at_src, at_dst = component_of.get(link.src), component_of.get(link.dst)
+        if at_src is not None and at_src == at_dst:
+            inner[at_src].append((link.src, link.dst))
+        elif link.src < r and at_dst is not None:
+            into[at_dst].setdefault(link.src, []).append(link.dst)
+        elif link.dst < r and at_src is not None:
+            out_of[at_src].setdefault(link.dst, []).append(link.src)
+    for nodes, inside, entries, exits in zip(components, inner, into, out_of):
+        comp = _Component(topology, nodes, inside)
         senders, receivers = sorted(entries), sorted(exits)
         if not senders or not receivers:
             continue
