@@ -212,3 +212,16 @@ def test_channels_sparse_on_large_fabrics():
     assert per_rank.max() <= 7 + 2 * 5  # the server's GPUs, and partners 1, 2, 4, 8, 16 servers away both ways
     schedule = synthesize(topo, "allgather", "greedy")
     assert verify(schedule, topo).ok
+
+
+@pytest.mark.parametrize("width", [8, 16, 40, 64])
+def test_first_true_over_words_matches_numpy(width):
+    """The windowed engine finds a pointer's next unheld arrival over 64-bit words of flags."""
+    rng = np.random.default_rng(width)
+    flags = rng.random((500, width)) < rng.choice([0.0, 0.01, 0.2], size=(500, 1))
+    flags[:2] = False
+    flags[1, -1] = True  # only the last flag: the last byte of the last word
+    found, first = _dissemination._first_true(flags)
+    assert np.array_equal(found, flags.any(axis=1))
+    assert np.array_equal(first[found], flags.argmax(axis=1)[found])
+    assert not found[0] and first[1] == width - 1
