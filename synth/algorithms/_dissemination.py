@@ -463,8 +463,9 @@ class _Engine:
         return has, np.minimum(at, self.g - 1), _preference(at, tier, self.rungs[chans], depth, self.g), into
 
     def _propose_window(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
-        """Windowed (or, for few chunks, exact) choice over the source's arrivals, scored; the
-        same results as `_propose_packed`."""
+        """Windowed (or, for few chunks, exact) choice over the source's arrivals: among the
+        window's chunks, the choice and score of `_propose_packed` (the same schedule when the
+        window holds every chunk)."""
         src, dst = self.src_index[chans], self.dst_index[chans]
         ptr = self.ptr[chans]
         row_start = src * self.arrival_stride

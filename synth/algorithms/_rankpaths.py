@@ -71,14 +71,6 @@ class Channels:
         return tuple(self.topology.node_name(v) for v in self.via[channel])
 
     @cached_property
-    def src32(self) -> np.ndarray:
-        return self.src.astype(np.int32)
-
-    @cached_property
-    def dst32(self) -> np.ndarray:
-        return self.dst.astype(np.int32)
-
-    @cached_property
     def link_owner(self) -> np.ndarray:
         """Channel of every entry of ``link_ids`` (CSR row ids)."""
         return np.repeat(np.arange(self.count, dtype=np.int64), np.diff(self.link_ptr))
