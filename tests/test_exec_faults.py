@@ -4,6 +4,7 @@ table. Through real ``synth run`` processes, on both backends."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -61,12 +62,39 @@ def _schedule(tmp_path: Path, name: str = "allreduce-ring.json") -> str:
     return str(path)
 
 
+def _as_from_a_terminal() -> None:
+    """Run the child as a terminal's foreground job, which Ctrl-C reaches. A shell script's
+    background job (``cmd &``) ignores SIGINT, and a test runner started that way would pass the
+    ignoring on to ``synth run``, which, like every program, keeps it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(schedule: str, backend: str, *args: str, fault: str | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "SYNTH_EXEC_FAULT"}
     if fault:
         env["SYNTH_EXEC_FAULT"] = fault
     cmd = [sys.executable, "-m", "synth", "run", schedule, "--topology", "dgx1", "--backend", backend, *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_as_from_a_terminal,
+    )
+
+
+@pytest.fixture
+def stray_killer():
+    """Kill, after the test, any process still mentioning the schedules it registered, so a failed
+    test does not leave a million-iteration run behind (MPI ranks sit in sessions of their own)."""
+    markers: list[str] = []
+    yield markers.append
+    for marker in markers:
+        for line in _ours(marker):
+            with contextlib.suppress(OSError):
+                os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
 
 
 def _assert_clean(schedule: str, before: set[str]) -> None:
@@ -97,8 +125,9 @@ def test_a_failing_rank_ends_the_run_with_its_rank_and_step(tmp_path, backend, k
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_ctrl_c_stops_everything(tmp_path, backend):
+def test_ctrl_c_stops_everything(tmp_path, backend, stray_killer):
     schedule = _schedule(tmp_path)
+    stray_killer(schedule)
     before = _shm()
     proc = _start(schedule, backend, "--size", "1K", "-n", "1000000", "-w", "0")
     while True:  # wait until the ranks are running (the header is out)
@@ -116,8 +145,9 @@ def test_ctrl_c_stops_everything(tmp_path, backend):
     _assert_clean(schedule, before)
 
 
-def test_sigterm_stops_the_mp_run_cleanly(tmp_path):
+def test_sigterm_stops_the_mp_run_cleanly(tmp_path, stray_killer):
     schedule = _schedule(tmp_path)
+    stray_killer(schedule)
     before = _shm()
     proc = _start(schedule, "mp", "--size", "1K", "-n", "1000000", "-w", "0")
     while not proc.stdout.readline().startswith("#        (B)"):
