@@ -407,13 +407,11 @@ class _Engine:
         if self.steps_packed % REORDER_EVERY:
             self.incoming_bits.fill(0)
             return
-        self.order = np.argsort(-(self.want + chunk_noise), kind="stable")
-        self.rank_of = np.empty(self.g, dtype=np.int64)
-        self.rank_of[self.order] = np.arange(self.g)
-        self.hold_bits = _pack_words(self.holds[:, self.order])
+        self._rarity_ranks(chunk_noise)
+        self.hold_bits = _pack_words(self.holds[:, self.rarity_order])
         self.incoming_bits = np.zeros_like(self.hold_bits)
         if self.num_clusters:
-            self.cluster_bits = _pack_words(self.cluster_hold[:, self.order])
+            self.cluster_bits = _pack_words(self.cluster_hold[:, self.rarity_order])
 
     def _propose_packed(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
         """Exact choice of up to ``room[i]`` chunks for channel ``chans[i]``: the first ones, in
@@ -433,7 +431,7 @@ class _Engine:
             if has_any is None:
                 has_any = has
             rows, at, score, into = rows[has], at[has], score[has], into[has]
-            out.append((rows, self.order[at], score, into))
+            out.append((rows, self.rarity_order[at], score, into))
             keep = room[rows] > j + 1
             rows, at = rows[keep], at[keep]
             if rows.size == 0:
@@ -517,8 +515,8 @@ class _Engine:
 
     def _rarity_ranks(self, chunk_noise: np.ndarray) -> None:
         """Every chunk's place in rarity order (most wanted first, ties in the step's random order),
-        as `_pack` orders the bitsets: ``rarity[chunk]`` (g for the sentinel) and its inverse
-        ``rarity_order``."""
+        the order of the bitsets (`_pack`) and of the windowed costs: ``rarity[chunk]`` (g for the
+        windowed scan's sentinel chunk) and its inverse ``rarity_order``."""
         self.rarity_order = np.argsort(-(self.want + chunk_noise), kind="stable")
         self.rarity = np.empty(self.g + 1, dtype=np.int64)
         self.rarity[self.rarity_order] = np.arange(self.g)
@@ -625,7 +623,7 @@ class _Engine:
             owner, cl = _expand(self.rank_cluster_ptr, self.rank_cluster, dst)
             self.cluster_hold[cl, chunks[owner]] = True
         if self.packed:
-            at = self.rank_of[chunks]
+            at = self.rarity[chunks]
             word, mask = _bit_masks(at)
             np.bitwise_or.at(self.incoming_bits, (dst, word), mask)
             if owner is not None and owner.size:
@@ -647,7 +645,7 @@ class _Engine:
             self.arrivals[d, self.count[d] + (np.arange(d.size) - np.searchsorted(d, d))] = c
             self.count += np.bincount(d, minlength=self.r).astype(self.count.dtype)
         if self.packed:
-            at = self.rank_of[chunks]
+            at = self.rarity[chunks]
             word, mask = _bit_masks(at)
             np.bitwise_or.at(self.hold_bits, (dst, word), mask)
         needed = self.lacking[dst, chunks]
