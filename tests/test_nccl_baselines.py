@@ -363,11 +363,7 @@ def test_hierarchical_alltoall_crosses_hosts_only_along_rails(builtin, name, ver
     topo = builtin(name)
     schedule = synthesize(topo, "alltoall", "hierarchical", chunks=3)
     assert schedule.num_steps == 4
-    local = {r: topo.host_groups[topo.hosts[r]].index(r) for r in range(topo.num_ranks)}
-    for step in schedule.steps:
-        for t in step:
-            if topo.hosts[t.src] != topo.hosts[t.dst]:
-                assert local[t.src] == local[t.dst]
+    assert _rail_moves(schedule, topo)[1]  # between hosts only from a rank to the same local rank
     assert numeric_replay(schedule)
     tuned = synthesize(topo, "alltoall", "hierarchical", options={"size": 1 << 30})
     direct = synthesize(topo, "alltoall", "direct")
