@@ -43,7 +43,7 @@ SIZE = 1 << 30
 def run_case(key: str) -> dict:
     from synth import generators as gen
     from synth.algorithms import synthesize
-    from synth.algorithms._common import predicted_us
+    from synth.algorithms.engines.size_tuning import predicted_us
 
     name, what, make = CASES[key]
     t0 = time.perf_counter()

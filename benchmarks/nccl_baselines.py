@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from synth.algorithms import METHODS, NCCL_METHODS, synthesize
-from synth.algorithms._channels import ring_channels
+from synth.algorithms.engines.ring_channels import ring_channels
 from synth.builtin import BUILTIN_NAMES, get_topology
 from synth.errors import NotApplicable
 from synth.nccl_model import LABEL, nccl_model_best
@@ -61,7 +61,7 @@ def step_synchronous_us(terms, chunk_bytes: float) -> float:
 
 
 def channels_table() -> None:
-    print("Ring channels (synth.algorithms._channels.ring_channels)")
+    print("Ring channels (synth.algorithms.engines.ring_channels.ring_channels)")
     print(f"{'topology':15s} {'ranks':>5s} {'channels':>8s} {'GB/s each':>9s} {'GB/s total':>10s}  {'layout':12s} {'time':>6s}")
     for name in BUILTIN_NAMES:
         topo = get_topology(name)

@@ -24,7 +24,7 @@ import time
 
 from synth import generators as gen
 from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
-from synth.algorithms._common import predicted_us
+from synth.algorithms.engines.size_tuning import predicted_us
 from synth.algorithms.packing import packings
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES, BUILTIN_RECIPES, get_topology

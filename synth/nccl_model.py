@@ -19,7 +19,7 @@ for broadcast and reduce (whose ring latency is one step when all channels share
 
 Where NCCL measures its machine, this module reads the topology file; every simplification:
 
-- **Channels and their bandwidth** come from our ring channels (`synth.algorithms._channels`), the
+- **Channels and their bandwidth** come from our ring channels (`synth.algorithms.engines.ring_channels`), the
   rings the ``multiring`` method runs: NCCL's search also packs rings over disjoint link capacity.
   NCCL's search settles on per-channel speeds around one NVLink, so each of our rings is counted as
   ⌈its bandwidth / 25 GB/s⌉ NCCL channels of equal share (at most 32): a DGX A100's one ring over
@@ -52,7 +52,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from synth.algorithms._channels import RingChannels, ring_channels
+from synth.algorithms.engines.ring_channels import RingChannels, ring_channels
 from synth.collective import Kind
 from synth.errors import NotApplicable
 from synth.routing import router_for

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from synth import generators as gen
 from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
-from synth.algorithms._common import predicted_us
+from synth.algorithms.engines.size_tuning import predicted_us
 from synth.cli import main
 from synth.collective import ROOTED, Kind
 from synth.errors import NotApplicable

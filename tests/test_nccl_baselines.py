@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from synth import generators as gen
 from synth.algorithms import METHODS, make_collective, synthesize
-from synth.algorithms._channels import ring_channels
-from synth.algorithms._compose import connected, induced_topology, overlap, parallel
 from synth.algorithms.double_binary_tree import double_tree, in_order_parents, interior, rank_trees
+from synth.algorithms.engines.composition import connected, induced_topology, overlap, parallel
+from synth.algorithms.engines.ring_channels import ring_channels
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
 from synth.cli import main

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from synth import generators as gen
 from synth.algorithms import METHODS, synthesize
-from synth.algorithms._common import predicted_us
-from synth.algorithms._rankpaths import channels_for
-from synth.algorithms._trees import link_units, optimal_rate, packings
+from synth.algorithms.engines.path_channels import channels_for
+from synth.algorithms.engines.size_tuning import predicted_us
+from synth.algorithms.engines.tree_packing import link_units, optimal_rate, packings
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
 from synth.collective import Kind

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from synth.algorithms._common import check_options, predicted_us
+from synth.algorithms.engines.size_tuning import check_options, predicted_us
 from synth.bounds import bound_model
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import by_duality, dispatcher, with_reductions
-from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.builders import by_duality, dispatcher, with_reductions
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.routing import Router
 from synth.schedule import Schedule

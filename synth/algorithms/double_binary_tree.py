@@ -19,14 +19,14 @@ Layout, following NCCL where the machine allows:
   is where the host hangs in the inter-host tree. With one NIC per GPU, channels multiply the
   trees: channel c's two trees use heads at local positions 2c and 2c + 1 of the host's ring (the
   second tree walks the ring backwards), so the heads, and their NICs, differ. Channels: half the
-  GPUs of a host, at most the number of ring channels (`_channels.ring_channels`).
+  GPUs of a host, at most the number of ring channels (`engines.ring_channels.ring_channels`).
 - One host: NCCL would run a chain there; this method builds the double binary tree over the ranks,
   in an order that puts as many tree edges as possible on direct links or switch routes (every order
   for up to 8 ranks, else the ring orders and their rotations). Edges without a route are relayed.
 
 allreduce: each tree reduces its chunks to its root (the dual of a pipelined broadcast on the
 reversed machine, `synth.transform.dual_reduction`) and broadcasts them back down, pipelined; the
-broadcast of a chunk starts as soon as its reduction is complete (`_compose.overlap`). Chunk i goes
+broadcast of a chunk starts as soon as its reduction is complete (`engines.composition.overlap`). Chunk i goes
 to tree i mod T; the default gives each tree `CHUNKS_PER_TREE` chunks.
 """
 
@@ -36,10 +36,10 @@ import itertools
 
 import numpy as np
 
-from synth.algorithms._channels import pack_rings, ring_channels, spread_routes
-from synth.algorithms._common import dispatcher
-from synth.algorithms._compose import overlap, parallel
-from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.builders import dispatcher
+from synth.algorithms.engines.composition import overlap, parallel
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.ring_channels import pack_rings, ring_channels, spread_routes
 from synth.collective import Collective, Kind
 from synth.routing import Router, ring_order, router_for
 from synth.schedule import Schedule

@@ -3,7 +3,7 @@
 Every step, every channel (a direct link, or a path through switches) with room on its links
 carries a chunk that its source holds and that its destination, or a rank beyond it, still needs:
 the chunk the most ranks still lack, or, for chunks with one destination, the one farthest from it
-(`synth.algorithms._dissemination`). A link b times faster than the slowest carries b chunks per
+(`synth.algorithms.engines.greedy_engine`). A link b times faster than the slowest carries b chunks per
 step, so one step lasts about one chunk over the slowest link and every link stays busy: this is
 TACOS's greedy on a time-expanded network, in the step-synchronous cost of FORMATS.md.
 
@@ -25,9 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from synth.algorithms._common import check_options, dispatcher, predicted_us, with_reductions
-from synth.algorithms._dissemination import Plan, disseminate, link_capacity
-from synth.algorithms._rankpaths import channels_for
+from synth.algorithms.engines.builders import dispatcher, with_reductions
+from synth.algorithms.engines.greedy_engine import Plan, disseminate, link_capacity
+from synth.algorithms.engines.path_channels import channels_for
+from synth.algorithms.engines.size_tuning import check_options, predicted_us
 from synth.collective import Collective, Kind
 from synth.routing import Router, router_for
 from synth.schedule import Schedule

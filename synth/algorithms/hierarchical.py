@@ -16,9 +16,9 @@ the result inside the hosts again. With L ranks per host and H hosts the network
 2(H − 1)/H of a 1/L share per rank, the fast links inside the hosts the rest.
 
 Each phase is built by a registered method on the part of the machine it runs on
-(`_compose.induced_topology`: a host's ranks, or a rail's ranks, with every switch and no other
+(`engines.composition.induced_topology`: a host's ranks, or a rail's ranks, with every switch and no other
 rank, so nothing relays through another host's GPU), verified there, and placed into the whole
-schedule (`_compose.embed`); phases overlap per chunk (`_compose.overlap`).
+schedule (`engines.composition.embed`); phases overlap per chunk (`engines.composition.overlap`).
 
 Inner algorithms: inside a host, ``direct`` when every pair of its ranks has a switch route and the
 direct exchange loads no link more than a ring would over its R − 1 steps (an NVSwitch box: one
@@ -36,10 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms._channels import spread_routes
-from synth.algorithms._common import by_duality, dispatcher, fastest, size_option, timed_sweep
-from synth.algorithms._compose import connected, embed, induced_topology, overlap, parallel
-from synth.algorithms._lowering import logical_step, lower_copies
+from synth.algorithms.engines.builders import by_duality, dispatcher
+from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
+from synth.algorithms.engines.lowering import logical_step, lower_copies
+from synth.algorithms.engines.ring_channels import spread_routes
+from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router, ring_order, router_for

@@ -1,6 +1,6 @@
 """Multi-channel rings, as NCCL runs them: several rings at once, each carrying a share of the data.
 
-The rings come from `synth.algorithms._channels.ring_channels`: rings over disjoint link capacity on
+The rings come from `synth.algorithms.engines.ring_channels.ring_channels`: rings over disjoint link capacity on
 an NVLink box (six on a DGX-1, one per direction over each NVLink), one ring on an NVSwitch box or a
 PCIe tree (more would only share the same links), rail-aligned rings across hosts (each host a chain
 of its GPUs, entered and left through different NICs, one channel per NIC). Channel ``c`` carries
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._channels import RingChannels, ring_channels
-from synth.algorithms._common import dispatcher, with_reductions
-from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.builders import dispatcher, with_reductions
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.ring_channels import RingChannels, ring_channels
 from synth.collective import Collective, Kind
 from synth.routing import Router
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder

@@ -2,9 +2,9 @@
 
 The optimum is exact: size/R · max over node sets S of |ranks outside S| / in(S), computed by
 parametric max-flow (`synth.bounds`). Trees reach it (Edmonds' branching theorem):
-`synth.algorithms._trees` packs k spanning out-trees from every rank, as few as keep the rate
+`synth.algorithms.engines.tree_packing` packs k spanning out-trees from every rank, as few as keep the rate
 within 1% of the optimum, through switches by pairing a unit into a switch with one out of it
-(edge splitting), and `synth.algorithms._pipeline` turns them into steps, each root's piece cut
+(edge splitting), and `synth.algorithms.engines.tree_pipeline` turns them into steps, each root's piece cut
 into P chunks that follow each other down the trees.
 
 P comes from the message size: more chunks shorten the pipeline's fill and drain but pay a
@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from synth.algorithms._common import predicted_us, size_option
-from synth.algorithms._pipeline import chunk_shares, tree_schedule
-from synth.algorithms._rankpaths import channels_for
-from synth.algorithms._trees import Packing, shallow
-from synth.algorithms._trees import packings as tree_packings
+from synth.algorithms.engines.path_channels import channels_for
+from synth.algorithms.engines.size_tuning import predicted_us, size_option
+from synth.algorithms.engines.tree_packing import Packing, shallow
+from synth.algorithms.engines.tree_packing import packings as tree_packings
+from synth.algorithms.engines.tree_pipeline import chunk_shares, tree_schedule
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router, router_for

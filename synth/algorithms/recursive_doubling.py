@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import dispatcher
-from synth.algorithms._lowering import LogicalStep, RouteTable, logical_step, lower_copies
+from synth.algorithms.engines.builders import dispatcher
+from synth.algorithms.engines.lowering import LogicalStep, RouteTable, logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router

@@ -8,7 +8,7 @@ algorithm, bandwidth-optimal on a switch for large messages).
 from __future__ import annotations
 
 from synth.algorithms import recursive_doubling
-from synth.algorithms._common import allreduce_rs_ag, by_duality, dispatcher
+from synth.algorithms.engines.builders import allreduce_rs_ag, by_duality, dispatcher
 from synth.collective import Collective, Kind
 from synth.routing import Router
 from synth.schedule import Schedule

@@ -6,15 +6,15 @@ reduce-scatter: its dual (the same ring backwards, reducing). allreduce: reduce-
 allgather (2(R − 1) steps, NCCL's ring). broadcast: a pipelined chain from the root, chunk i
 crossing hop h in step i + h (k + R − 2 steps). reduce: its dual. gather/scatter: pipelined chains
 toward/from the root (R − 1 steps). Hops between ring neighbours without a switch-only path are
-relayed (`synth.algorithms._lowering`).
+relayed (`synth.algorithms.engines.lowering`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import dispatcher, with_reductions
-from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.builders import dispatcher, with_reductions
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.routing import Router, ring_order
 from synth.schedule import Schedule

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._common import dispatcher, fastest, size_option, timed_sweep, with_reductions
-from synth.algorithms._lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.builders import dispatcher, with_reductions
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
 from synth.collective import Collective, Kind
 from synth.routing import Router, router_for
 from synth.schedule import Schedule

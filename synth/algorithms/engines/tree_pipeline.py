@@ -1,4 +1,4 @@
-"""From trees to steps: a pipelined schedule over a `synth.algorithms._trees.Packing`.
+"""From trees to steps: a pipelined schedule over a `synth.algorithms.engines.tree_packing.Packing`.
 
 Every root's data (its piece for allgather, the whole buffer for broadcast) is cut into P chunks,
 shared among its trees in proportion to their multiplicities. A class of μ identical trees moves μ
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.algorithms._rankpaths import Channels
-from synth.algorithms._trees import Packing
+from synth.algorithms.engines.path_channels import PathChannels
+from synth.algorithms.engines.tree_packing import Packing
 from synth.collective import Collective, Kind
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
 from synth.topology import Topology
@@ -36,7 +36,7 @@ def chunk_shares(packing: Packing, root: int, chunks: int) -> list[tuple[int, in
 
 def tree_schedule(
     topology: Topology,
-    channels: Channels,
+    channels: PathChannels,
     packing: Packing,
     collective: Collective,
     method: str,

@@ -5,7 +5,7 @@ This is the time-expanded link–chunk matching of TACOS, made step-synchronous 
 vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
 carry b chunks in it (`link_capacity`). In each step:
 
-1. every channel (`synth.algorithms._rankpaths`) whose links all have room proposes one chunk that
+1. every channel (`synth.algorithms.engines.path_channels`) whose links all have room proposes one chunk that
    its source holds and that is useful beyond it: its destination needs the chunk, or (gather,
    scatter, alltoall) the destination is closer to the rank that needs it;
 2. a channel prefers chunks that its destination's *neighbourhood* lacks altogether: a channel
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms._rankpaths import Channels
+from synth.algorithms.engines.path_channels import PathChannels
 from synth.collective import Collective, Kind
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
 from synth.topology import Topology
@@ -89,7 +89,7 @@ class Plan:
     offer: int | None = None
 
 
-def link_capacity(topology: Topology, channels: Channels, quantum: int) -> tuple[np.ndarray, float]:
+def link_capacity(topology: Topology, channels: PathChannels, quantum: int) -> tuple[np.ndarray, float]:
     """Chunks each link may carry per step, and the reference bandwidth (GB/s): the narrowest link
     any channel uses carries ``quantum`` chunks, a link b times wider ⌊b·quantum⌋."""
     bw = topology.bandwidth_array
@@ -102,7 +102,7 @@ def link_capacity(topology: Topology, channels: Channels, quantum: int) -> tuple
 def disseminate(
     topology: Topology,
     collective: Collective,
-    channels: Channels,
+    channels: PathChannels,
     plan: Plan,
     method: str,
     params: dict | None = None,
@@ -215,7 +215,7 @@ def _smallest(cost: np.ndarray, room: np.ndarray, invalid: float) -> tuple[np.nd
 class _Engine:
     """State of one greedy run: who holds what, in which order it arrived, what is still needed."""
 
-    def __init__(self, topology: Topology, collective: Collective, channels: Channels, plan: Plan):
+    def __init__(self, topology: Topology, collective: Collective, channels: PathChannels, plan: Plan):
         self.ch = channels
         self.rng = np.random.default_rng(plan.seed)
         r, g = collective.num_ranks, collective.num_chunks
@@ -300,7 +300,7 @@ class _Engine:
             self.cluster_hold = padded
 
     def _neighbourhoods(self) -> None:
-        """Nested neighbourhoods of every channel's destination (`Channels.neighbourhoods`), and
+        """Nested neighbourhoods of every channel's destination (`PathChannels.neighbourhoods`), and
         which chunks each neighbourhood holds."""
         hood = self.ch.neighbourhoods()
         self.tiers = hood.tiers

@@ -1,6 +1,6 @@
-"""Channels: the rank-to-rank paths a scalable synthesizer may put a transfer on, with their links.
+"""Path channels: the rank-to-rank paths a scalable synthesizer may put a transfer on, with their links.
 
-(Not NCCL's ring channels, which are `synth.algorithms._channels`: here a channel is one path from
+(Not NCCL's ring channels, which are `synth.algorithms.engines.ring_channels`: here a channel is one path from
 a rank to a rank, as the greedy and packing synthesizers use them.)
 
 A transfer goes from a rank to a rank over a direct link or through switches only (a switch holds
@@ -43,7 +43,7 @@ FULL_PAIRS = 20_000
 
 
 @dataclass(frozen=True, eq=False)
-class Channels:
+class PathChannels:
     """Rank-to-rank channels of a topology: channel i goes from ``src[i]`` to ``dst[i]`` through the
     switches ``via[i]`` (node ids; empty for a direct link) and crosses the link ids
     ``link_ids[link_ptr[i]:link_ptr[i + 1]]``. ``alpha`` is the path's total latency (µs) and
@@ -149,7 +149,7 @@ def components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         label = new
 
 
-def _neighbourhoods(ch: Channels) -> Neighbourhoods:
+def _neighbourhoods(ch: PathChannels) -> Neighbourhoods:
     r = ch.topology.num_ranks
     members: dict[tuple[int, ...], int] = {}
     rank_clusters: list[list[int]] = [[] for _ in range(r)]
@@ -194,7 +194,7 @@ def _neighbourhoods(ch: Channels) -> Neighbourhoods:
     )
 
 
-def channels_for(topology: Topology, *, full_pairs: int = FULL_PAIRS) -> Channels:
+def channels_for(topology: Topology, *, full_pairs: int = FULL_PAIRS) -> PathChannels:
     """The channels of ``topology`` (cached on it for the default ``full_pairs``)."""
     cache = topology.__dict__.setdefault("_channels", {})
     found = cache.get(full_pairs)
@@ -326,7 +326,7 @@ def _partners(
     return pairs, False
 
 
-def _build(topology: Topology, full_pairs: int) -> Channels:
+def _build(topology: Topology, full_pairs: int) -> PathChannels:
     r = topology.num_ranks
     link_index = topology.link_index
     src: list[int] = []
@@ -400,7 +400,7 @@ def _build(topology: Topology, full_pairs: int) -> Channels:
         bottleneck = np.minimum.reduceat(topology.bandwidth_array[link_ids], starts)
     else:
         alpha = bottleneck = np.zeros(0)
-    channels = Channels(
+    channels = PathChannels(
         topology=topology,
         src=np.asarray(src, dtype=np.int64),
         dst=np.asarray(dst, dtype=np.int64),
@@ -415,7 +415,7 @@ def _build(topology: Topology, full_pairs: int) -> Channels:
     return channels
 
 
-def _check_connected(channels: Channels) -> None:
+def _check_connected(channels: PathChannels) -> None:
     """Every rank reaches every other rank over channels (both ways from rank 0)."""
     r = channels.topology.num_ranks
     if r < 2:

@@ -10,7 +10,7 @@ k·U GB/s. `best_unit` finds the largest U for which the integer capacities stil
 (the same max-flow test with integer capacities), for k = 1, 2, 3, … trees per root, and the
 packer stops at the first k whose k·U is within ``tolerance`` of the optimum: few trees.
 
-Switches. A tree arc is a channel (`synth.algorithms._rankpaths`): rank to rank over a direct link
+Switches. A tree arc is a channel (`synth.algorithms.engines.path_channels`): rank to rank over a direct link
 or through switches, using a unit on every link of its path. Two arcs of one tree through the same
 switch are two transfers, as a switch cannot copy: that is the edge splitting of ForestColl, done
 arc by arc as trees grow (a unit into a switch paired with a unit out of it).
@@ -18,7 +18,7 @@ arc by arc as trees grow (a unit into a switch paired with a unit out of it).
 Growing the trees (`grow`). Classes of identical trees (a root, a multiplicity, the vertices
 reached) grow one arc at a time, the smallest class first, so all trees advance together. A class
 takes the channel from its vertices to a new rank that (1) does not bring it into a neighbourhood
-(`Channels.neighbourhoods`: a server, a box, a rack) it has already entered, when it can avoid
+(`PathChannels.neighbourhoods`: a server, a box, a rack) it has already entered, when it can avoid
 it: a tight cut such as four boxes behind their NICs is entered exactly once by every tree; (2) has
 the most room left on its path; (3) starts nearest the root; (4) crosses the fewest links. When a
 channel has room for fewer trees than the class holds, the class splits. Growth is greedy: it is not
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms._rankpaths import Channels, channels_for
+from synth.algorithms.engines.path_channels import PathChannels, channels_for
 from synth.bounds import bound_model
 from synth.bounds.maxflow import FlowNetwork
 from synth.collective import Kind
@@ -173,7 +173,7 @@ def candidate_units(topology: Topology, optimum: float, k: int, tolerance: float
 
 # ============================================================================ growing trees
 def grow(
-    channels: Channels, units: np.ndarray, roots: tuple[int, ...], k: int, shallow_first: bool = False
+    channels: PathChannels, units: np.ndarray, roots: tuple[int, ...], k: int, shallow_first: bool = False
 ) -> list[TreeClass] | None:
     """Greedy tree growth (module docstring): k trees from every root within the link ``units``;
     None if some class cannot reach every rank. ``shallow_first`` puts nearness to the root before
@@ -260,7 +260,7 @@ def grow(
     return [TreeClass(root_of[i], mult[i], parent[i], depth[i]) for i in range(len(mult))]
 
 
-def shallow_trees(channels: Channels, roots: tuple[int, ...]) -> list[TreeClass]:
+def shallow_trees(channels: PathChannels, roots: tuple[int, ...]) -> list[TreeClass]:
     """One breadth-first tree per root over the channels, fewest hops first (ties: the widest,
     then the fewest links): what small messages want, regardless of how links are shared."""
     topo = channels.topology

@@ -1,9 +1,10 @@
-"""Helpers shared by the classic algorithms: reductions by duality, allreduce by composition."""
+"""What every method is built from: the dispatcher from a collective to its builder, and the
+builders methods derive: reduce and reduce-scatter by duality, allreduce as reduce-scatter +
+allgather."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
@@ -82,69 +83,3 @@ def with_reductions(method: str, builders: dict[Kind, Builder], *, allreduce: bo
     if broadcast is not None:
         out[Kind.REDUCE] = lambda topology, collective, router: by_duality(broadcast, topology, collective, method)
     return out
-
-
-def predicted_us(schedule: Schedule, topology: Topology, sizes) -> list[float]:
-    """Step-synchronous time (µs, FORMATS.md) of ``schedule`` at each size, by `synth.simulate`:
-    what self-tuning methods compare their candidates with."""
-    from synth.simulate import simulate
-
-    return [result.time_us for result in simulate(schedule, topology, list(sizes), "sync", timeline=False)]
-
-
-def check_options(method: str, options: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    """A TypeError for an option the method does not take (``requested_chunks``, from the
-    registry, is always allowed)."""
-    unknown = sorted(set(options) - allowed - {"requested_chunks"})
-    if unknown:
-        raise TypeError(f"{method} takes no option(s) {', '.join(unknown)}")
-
-
-def size_option(method: str, options: Mapping[str, Any], allowed: frozenset[str]) -> int | None:
-    """The ``size`` option (bytes) of a self-tuning method, or None, after `check_options`; a
-    ValueError for a size that is not a positive integer."""
-    check_options(method, options, allowed)
-    size = options.get("size")
-    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
-        raise ValueError(f"{method} option size must be a positive integer, got {size!r}")
-    return size
-
-
-Candidate = TypeVar("Candidate")
-
-
-def timed_sweep(
-    candidates: Iterable[Candidate],
-    build: Callable[[Candidate], Schedule],
-    topology: Topology,
-    size: int,
-    *,
-    patience: int | None = None,
-) -> list[tuple[float, Schedule]]:
-    """Each candidate's schedule with its time at ``size`` (`predicted_us`), in order. With
-    ``patience``, the sweep stops after that many candidates in a row, each slower than the one
-    before: for chunk counts tried in increasing order, the time falls while the pipeline fill
-    dominates and rises once the α of the extra steps does."""
-    out: list[tuple[float, Schedule]] = []
-    previous, worse = None, 0
-    for candidate in candidates:
-        schedule = build(candidate)
-        time = predicted_us(schedule, topology, [size])[0]
-        out.append((time, schedule))
-        if patience is not None:
-            worse = worse + 1 if previous is not None and time > previous else 0
-            if worse == patience:
-                break
-            previous = time
-    return out
-
-
-def fastest(timed: Iterable[tuple[float, Schedule]]) -> Schedule:
-    """The first schedule of the fastest ones (a later one must be faster by more than rounding)."""
-    best: tuple[float, Schedule] | None = None
-    for time, schedule in timed:
-        if best is None or time < best[0] * (1 - 1e-9):
-            best = (time, schedule)
-    if best is None:
-        raise ValueError("no candidate schedules")
-    return best[1]
