@@ -10,7 +10,8 @@
   auto     every built-in x collective at 1 GiB (geomean target <= 1.10 of the lower bound) and
            1 KiB (<= 1.5 of the latency bound), and never slower than the best classic baseline.
 
-Times are the step-synchronous cost of FORMATS.md; bounds are `synth.bounds` (docs/bounds.md).
+Times are the step-synchronous cost (docs/formats.md, 'Step-synchronous cost'); bounds are
+`synth.bounds` (docs/bounds.md).
 
     .venv/bin/python benchmarks/quality.py [--part greedy|packing|auto ...]
 """

@@ -203,8 +203,8 @@ def compare(
     """Synthesize, verify and simulate every applicable method at every size, beside the bound.
 
     ``methods`` defaults to `default_methods`; a method that cannot serve the case is listed with
-    its reason. ``model`` is the simulator model ("sync", FORMATS.md's step-synchronous cost, or
-    "event")."""
+    its reason. ``model`` is the simulator model ("sync", docs/formats.md, 'Step-synchronous
+    cost', or "event")."""
     kind = Kind(kind)
     sizes = tuple(int(s) for s in sizes)
     names = list(methods) if methods is not None else default_methods(kind)

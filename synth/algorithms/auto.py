@@ -4,7 +4,8 @@ For a size (or a list or range of sizes), auto asks every registered method that
 collective for a schedule: the baselines (classic and NCCL-style) as they are; methods that tune
 themselves for a size (greedy, packing) once per size asked, at most `TUNED_SIZES` of them; the
 exact ILP only on machines of up to 8 ranks, for 10 s per size. Each schedule is verified by the
-registry and its time predicted with the step-synchronous model of FORMATS.md (`synth.simulate`).
+registry and its time predicted with the step-synchronous model (`synth.simulate`; docs/formats.md,
+'Step-synchronous cost').
 For one size auto keeps the fastest; for several, the one whose time relative to the fastest
 candidate at each size has the smallest geometric mean (so no single size dominates). Ties go to
 fewer transfers. Once ``budget`` seconds are spent, only the baselines still run, so auto is never

@@ -1,8 +1,8 @@
 """The greedy engine: step by step, every free channel carries a chunk that its destination (or a
 rank beyond it) still needs.
 
-This is the time-expanded link–chunk matching of TACOS, made step-synchronous (FORMATS.md) and
-vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
+This is the time-expanded link–chunk matching of TACOS, made step-synchronous (docs/formats.md,
+'Step-synchronous cost') and vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
 carry b chunks in it (`link_capacity`). In each step:
 
 1. every channel (`synth.algorithms.engines.path_channels`) whose links all have room proposes one chunk that

@@ -1,0 +1,123 @@
+"""Citations of the documentation point at pages and sections that exist.
+
+Code and pages cite a rule by page and section heading, ``docs/formats.md, 'Meaning of a step'``
+(inside docs/ the page alone, ``formats.md, 'Meaning of a step'``), and link to pages and anchors
+(``[executors](executors.md#buffer-layout)``). A heading renamed or a section dropped would leave
+such citations pointing nowhere; this test finds every one in the library, the tests, the
+benchmarks and the pages, and checks that its page exists and has a heading of that name (backticks
+and runs of white space are ignored, so a citation may be wrapped across lines).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+#: ``page.md, 'Section'`` or ``page.md, "Section"``, the page with or without its folder; a
+#: section name starts with a capital letter, as every heading here does.
+CITATION = re.compile(r"""(?P<page>(?:[\w-]+/)*[\w-]+\.md),\s+(?P<quote>['"])(?P<section>[A-Z][^'"]*?)(?P=quote)""")
+#: A markdown link to a page (and maybe an anchor) in the repository.
+LINK = re.compile(r"\]\((?P<page>[^)#:\s]*\.md)?(?:#(?P<anchor>[^)\s]+))?\)")
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+
+
+def _sources() -> list[Path]:
+    files = [REPO / "README.md", REPO / "benchmarks" / "README.md"]
+    files += sorted((REPO / "docs").glob("*.md"))
+    for folder in ("synth", "tests", "benchmarks"):
+        files += sorted((REPO / folder).rglob("*.py"))
+    return [f for f in files if f != Path(__file__).resolve()]  # this file's examples are not citations
+
+
+def _normalize(text: str) -> str:
+    return " ".join(text.replace("`", "").split())
+
+
+def _headings(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))  # a '#' line in a code block is not a heading
+    return {_normalize(h) for h in HEADING.findall(text)}
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    slug = re.sub(r"[^\w\- ]", "", heading.lower())
+    return slug.replace(" ", "-")
+
+
+def _resolve(page: str, cited_from: Path) -> Path | None:
+    """The file a cited page names: a path from the repository root (``docs/formats.md``), or one
+    relative to the citing file (``formats.md`` inside docs/)."""
+    for base in (REPO, cited_from.parent):
+        candidate = (base / page).resolve()
+        if candidate.is_file() and REPO in candidate.parents:
+            return candidate
+    return None
+
+
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def citations() -> list[tuple[str, str, str]]:
+    """Every (where, page, section) citation in the repository's text."""
+    found = []
+    for path in _sources():
+        text = path.read_text(encoding="utf-8")
+        for m in CITATION.finditer(text):
+            where = f"{path.relative_to(REPO)}:{_line(text, m.start())}"
+            found.append((where, m.group("page"), _normalize(m.group("section"))))
+    return found
+
+
+def test_citations_are_found():
+    """The pattern sees the citations this project writes (a broken pattern would pass vacuously)."""
+    cited = {(page, section) for _, page, section in citations()}
+    assert ("docs/formats.md", "Meaning of a step") in cited
+    assert ("docs/formats.md", "Step-synchronous cost") in cited
+    assert ("formats.md", "Message size") in cited  # from docs/ itself
+    assert len(cited) >= 10
+
+
+@pytest.mark.parametrize(("where", "page", "section"), citations(), ids=lambda v: v if ":" in str(v) else "")
+def test_cited_section_exists(where, page, section):
+    cited_from = REPO / where.rsplit(":", 1)[0]
+    target = _resolve(page, cited_from)
+    assert target is not None, f"{where}: cites {page}, which is not a file of the repository"
+    headings = _headings(target)
+    assert section in headings, (
+        f"{where}: cites {page}, {section!r}, but {target.relative_to(REPO)} has no such heading "
+        f"(its headings: {sorted(headings)})"
+    )
+
+
+def test_links_to_pages_and_anchors_exist():
+    problems = []
+    for path in [REPO / "README.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        for m in LINK.finditer(text):
+            where = f"{path.relative_to(REPO)}:{_line(text, m.start())}"
+            target = (path.parent / m.group("page")).resolve() if m.group("page") else path
+            if not target.is_file():
+                problems.append(f"{where}: links to {m.group('page')}, which does not exist")
+                continue
+            anchor = m.group("anchor")
+            if anchor and anchor not in {_anchor(h) for h in _headings(target)}:
+                problems.append(f"{where}: links to {m.group(0)[2:-1]}, but {target.name} has no such heading")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_citation_of_a_file_outside_the_repository():
+    """The file formats are described in docs/formats.md; nothing cites the text they were first
+    written in, which is not part of the repository."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in _sources()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "FORMATS.md" in line
+    ]
+    assert not offenders, f"cite docs/formats.md instead: {offenders}"
