@@ -121,3 +121,62 @@ def test_no_citation_of_a_file_outside_the_repository():
         if "FORMATS.md" in line
     ]
     assert not offenders, f"cite docs/formats.md instead: {offenders}"
+
+
+# ====================================================================== the repository stands alone
+SKIP_DIRS = {".git", ".venv", "out", "__pycache__", ".pytest_cache", ".ruff_cache", "build", "dist"}
+TEXT_SUFFIXES = {".py", ".md", ".json", ".toml", ".txt", ".xml", ".cfg", ".ini", ".yml", ".yaml", ".sh", ""}
+MD_MENTION = re.compile(r"[\w./-]*\.md\b")
+
+
+def _repository_text_files() -> list[Path]:
+    """Every text file of the checkout that people read or tools install (the schedules in
+    generated/ are written by code and hold no prose, so they are skipped)."""
+    files = []
+    for path in sorted(REPO.rglob("*")):
+        rel = path.relative_to(REPO)
+        if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.parts) or not path.is_file():
+            continue
+        if rel.parts[0] == "generated" and path.suffix == ".json":
+            continue
+        if path.suffix in TEXT_SUFFIXES and path != Path(__file__).resolve():
+            files.append(path)
+    return files
+
+
+def _allowed_shared_mention(path: Path, line: str, text: str) -> bool:
+    """Tests may read real dumps from ../shared/reference/realdata (CI has that folder beside the
+    clone) if they skip when it is absent; a page may say that CI has it."""
+    rel = path.relative_to(REPO)
+    if rel.parts[0] == "tests" and "../shared/reference/realdata" in line:
+        return "skip" in text
+    return rel.parts[0] == "docs" and "CI" in line
+
+
+def test_nothing_points_outside_the_repository():
+    offenders = []
+    for path in _repository_text_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            if "../shared" in line and not _allowed_shared_mention(path, line, text):
+                offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()[:100]}")
+    assert not offenders, "carry the fact with its public source instead:\n" + "\n".join(offenders)
+
+
+def test_every_mentioned_page_is_in_the_repository():
+    """A `NAME.md` mentioned anywhere (a built-in's description, a docstring, a page) is a file of
+    the repository: not a note kept elsewhere."""
+    tracked = {p.name for p in _repository_text_files()} | {"INDEX.md"}  # generated/INDEX.md
+    offenders = []
+    for path in _repository_text_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for m in MD_MENTION.finditer(text):
+            token = m.group(0)
+            before = text[max(0, m.start() - 8) : m.start()]
+            if "//" in token or before.endswith(("http:", "https:", "path `")):
+                continue  # part of a URL, or another repository's file in a provenance record
+            name = token.rsplit("/", 1)[-1]
+            if not name[:-3] or name in tracked or (REPO / token).is_file() or (path.parent / token).is_file():
+                continue
+            offenders.append(f"{path.relative_to(REPO)}:{_line(text, m.start())}: {token}")
+    assert not offenders, "mentions of pages that are not in the repository:\n" + "\n".join(offenders)
