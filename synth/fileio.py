@@ -1,6 +1,7 @@
-"""Writing output files without losing anything a user gave.
+"""Reading input files, and writing output files without losing anything a user gave.
 
-Outputs are written to a temporary file beside the target and renamed over it, so a crash never
+Inputs are read by `read_text_file`, which turns every way a file can fail to read into one
+`InputError` line. Outputs are written to a temporary file beside the target and renamed over it, so a crash never
 leaves a half-written file; a path that is one of the command's inputs is never overwritten.
 """
 
@@ -13,6 +14,20 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from synth.errors import InputError
+
+
+def read_text_file(path: str | Path) -> str:
+    """The text of ``path`` (UTF-8); one `InputError` line naming the file if it is missing, a
+    folder, unreadable or not UTF-8."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "", None, "no such file", show_value=False) from None
+    except IsADirectoryError:
+        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
 
 
 @functools.cache

@@ -24,6 +24,7 @@ import numpy as np
 
 from synth.canonical import canonical_sha256
 from synth.errors import InputError
+from synth.fileio import read_text_file
 
 TOPOLOGY_FORMAT = "synth-topology"
 TOPOLOGY_VERSION = 1
@@ -409,14 +410,7 @@ def _check_reachability(topo: Topology, source: str) -> None:
 def read_json_file(path: str | Path) -> Any:
     """Read a JSON file, turning every I/O or syntax problem into one `InputError` line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", None, "no such file", show_value=False) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
+    text = read_text_file(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synth.errors import InputError
+from synth.fileio import read_text_file
 from synth.generators import _Doc
 from synth.topology import Topology
 
@@ -481,14 +482,7 @@ def import_nccl_topology_text(
 def import_nccl_topology(path: str | Path, **kwargs) -> NcclTopologyImport:
     """Read an NCCL topology file (see `import_nccl_topology_text`)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", None, "no such file", show_value=False) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
+    text = read_text_file(path)
     return import_nccl_topology_text(text, str(path), **kwargs)
 
 
