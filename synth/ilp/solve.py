@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from synth.highs import new_highs
+
 SOLVERS = ("highs", "cbc")
 
 #: Relative gap at which both solvers call a solution optimal (their default, 10⁻⁴).
@@ -261,8 +263,7 @@ def _solve_highs(
     import highspy
 
     cost, lo, hi, integer, rlo, rhi, starts, idx, val = model.arrays()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", 0)
     h.setOptionValue("mip_rel_gap", MIP_REL_GAP)
