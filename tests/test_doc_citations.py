@@ -126,7 +126,7 @@ def test_no_citation_of_a_file_outside_the_repository():
 # ====================================================================== the repository stands alone
 SKIP_DIRS = {".git", ".venv", "out", "__pycache__", ".pytest_cache", ".ruff_cache", "build", "dist"}
 TEXT_SUFFIXES = {".py", ".md", ".json", ".toml", ".txt", ".xml", ".cfg", ".ini", ".yml", ".yaml", ".sh", ""}
-MD_MENTION = re.compile(r"[\w./-]*\.md\b")
+MD_MENTION = re.compile(r"(?<![\w\\])[\w./-]*\.md\b")  # not glued to a word or an escape (\n)
 
 
 def _repository_text_files() -> list[Path]:
