@@ -108,12 +108,13 @@ EXAMPLES: dict[str, Example] = {
         figures=compare_figures,
     ),
     "ilp": Example(("synth ilp dgx1 -c allgather --pareto -q",), figures=ilp_figures, timed=True),
+    # auto on a machine of more than 8 ranks: no ILP, whose result depends on the time it is given
     "scalable": Example(
         (
             "synth synthesize fattree-4rack -c allgather -m greedy --size 1GiB -o fat-ag-greedy.json",
             "synth simulate fat-ag-greedy.json --size 1GiB",
             "synth synthesize dgx-a100x2 -c allgather -m packing --size 1GiB -o a100x2-ag-packing.json",
-            "synth synthesize dgx1 -c allgather -m auto --size 1GiB -o ag.json",
+            "synth synthesize dgx-a100x2 -c allgather -m auto --size 1GiB -o a100x2-ag-auto.json",
         )
     ),
     "run": Example(
