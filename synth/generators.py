@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from synth.topology import TOPOLOGY_FORMAT, TOPOLOGY_VERSION, Topology, _json_number, topology_from_document
+from synth.topology import TOPOLOGY_FORMAT, TOPOLOGY_VERSION, Topology, json_number, topology_from_document
 
 #: DGX-1 (V100) hybrid cube-mesh: number of NVLinks between GPUs i and j (ANCHORS.md).
 DGX1_NVLINKS = (
@@ -25,7 +25,7 @@ DGX1_NVLINKS = (
 )
 
 
-class _Doc:
+class TopologyDoc:
     """Accumulates nodes and duplex links into a topology document."""
 
     def __init__(self, name: str, description: str):
@@ -44,7 +44,7 @@ class _Doc:
         return name
 
     def link(self, a: str, b: str, bandwidth: float, latency: float, *, duplex: bool = True) -> None:
-        entry: dict[str, Any] = {"a": a, "b": b, "bandwidth": _json_number(bandwidth), "latency": _json_number(latency)}
+        entry: dict[str, Any] = {"a": a, "b": b, "bandwidth": json_number(bandwidth), "latency": json_number(latency)}
         if not duplex:
             entry["duplex"] = False
         self.links.append(entry)
@@ -76,7 +76,7 @@ def ring(n: int, bandwidth: float = 25.0, latency: float = 0.7, *, name: str | N
     if n < 2:
         raise ValueError("a ring needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
-    doc = _Doc(name or f"ring{n}", f"{n} ranks in a bidirectional ring, {bandwidth:g} GB/s and {latency:g} us per link.")
+    doc = TopologyDoc(name or f"ring{n}", f"{n} ranks in a bidirectional ring, {bandwidth:g} GB/s and {latency:g} us per link.")
     names = [doc.rank(f"r{i}") for i in range(n)]
     pairs = {tuple(sorted((i, (i + 1) % n))) for i in range(n)}
     for a, b in sorted(pairs):
@@ -89,7 +89,7 @@ def _grid(rows: int, cols: int, bandwidth: float, latency: float, wrap: bool, na
         raise ValueError("a grid needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
     kind = "torus" if wrap else "mesh"
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"{kind}{rows}x{cols}",
         f"{rows} x {cols} 2-D {kind} of ranks (row-major ids), {bandwidth:g} GB/s and {latency:g} us per link"
         + (", with wrap-around links." if wrap else "."),
@@ -127,7 +127,7 @@ def hypercube(dim: int, bandwidth: float = 25.0, latency: float = 0.7, *, name: 
         raise ValueError("a hypercube needs dimension at least 1")
     _check_positive(bandwidth=bandwidth)
     n = 1 << dim
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"hypercube{dim}", f"{dim}-dimensional hypercube of {n} ranks, {bandwidth:g} GB/s and {latency:g} us per link."
     )
     names = [doc.rank(f"r{i}") for i in range(n)]
@@ -144,7 +144,7 @@ def fully_connected(n: int, bandwidth: float = 25.0, latency: float = 0.7, *, na
     if n < 2:
         raise ValueError("needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
-    doc = _Doc(name or f"full{n}", f"{n} fully connected ranks, {bandwidth:g} GB/s and {latency:g} us per link.")
+    doc = TopologyDoc(name or f"full{n}", f"{n} fully connected ranks, {bandwidth:g} GB/s and {latency:g} us per link.")
     names = [doc.rank(f"r{i}") for i in range(n)]
     for i in range(n):
         for j in range(i + 1, n):
@@ -175,7 +175,7 @@ def nvswitch(
     _check_positive(gpus=gpus, bandwidth=bandwidth, boxes=boxes, rails=rails)
     if boxes > 1 and nic_bandwidth is None:
         raise ValueError("several boxes need --nic-bandwidth to be joined")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"nvswitch{gpus}" if boxes == 1 else f"nvswitch{gpus}x{boxes}"),
         description
         or (
@@ -222,7 +222,7 @@ def dgx1(
     _check_positive(boxes=boxes, nvlink_bandwidth=nvlink_bandwidth)
     if boxes > 1 and nic_bandwidth is None:
         raise ValueError("several DGX-1 boxes need a NIC bandwidth")
-    doc = _Doc(name or ("dgx1" if boxes == 1 else f"dgx1x{boxes}"), description or "DGX-1 boxes.")
+    doc = TopologyDoc(name or ("dgx1" if boxes == 1 else f"dgx1x{boxes}"), description or "DGX-1 boxes.")
     ib = doc.switch("ib") if boxes > 1 else None
     for b in range(boxes):
         prefix = f"n{b}-" if boxes > 1 else ""
@@ -265,7 +265,7 @@ def pcie_tree(
     total = sockets * switches_per_socket * gpus_per_switch
     if total < 1:
         raise ValueError("no GPUs")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"pcie{total}",
         description
         or (
@@ -320,7 +320,7 @@ def fattree(
         oversubscription=oversubscription,
         spines=spines,
     )
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"fattree{racks}x{servers}x{gpus}",
         description
         or (

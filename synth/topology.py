@@ -251,7 +251,7 @@ def _node_entry(node: Node) -> dict[str, Any]:
     return _node_doc(node.name, node.host)
 
 
-def _json_number(value: float) -> float | int:
+def json_number(value: float) -> float | int:
     """Integral floats are written as integers so that every JSON reader hashes them alike."""
     return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
 
@@ -260,8 +260,8 @@ def _link_entry(topo: Topology, link: Link, *, duplex: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "a": topo.node_name(link.src),
         "b": topo.node_name(link.dst),
-        "bandwidth": _json_number(link.bandwidth),
-        "latency": _json_number(link.latency),
+        "bandwidth": json_number(link.bandwidth),
+        "latency": json_number(link.latency),
     }
     if not duplex:
         entry["duplex"] = False

@@ -35,7 +35,7 @@ from synth.bounds import bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
-from synth.ilp.search import IlpOptions, Outcome, _Budget, _dual, minimum_steps, solve_forward
+from synth.ilp.search import Budget, IlpOptions, Outcome, dual_outcome, minimum_steps, solve_forward
 from synth.ilp.solve import Progress
 from synth.ilp.symmetry import find_symmetry
 from synth.schedule import Schedule
@@ -175,7 +175,7 @@ def pareto_frontier(
     forward_kind = DUAL.get(kind, kind)
     topo = topology.reversed() if kind in DUAL else topology
     collective = Collective(forward_kind, topology.num_ranks, 1, reduction.root)
-    budget = _Budget(time_limit, stop)
+    budget = Budget(time_limit, stop)
     group = find_symmetry(topo) if symmetry else None
     unit = float(min(link.bandwidth for link in topo.links))
     lb = _rounds_bound(topo, collective, unit)
@@ -253,7 +253,7 @@ def pareto_frontier(
                 break
         if best_here is not None and best_here.rounds / best_here.chunks < best_rpc - eps:
             if kind in DUAL:
-                best_here.outcome = _dual(best_here.outcome, reduction.with_chunks(best_here.chunks), topology)
+                best_here.outcome = dual_outcome(best_here.outcome, reduction.with_chunks(best_here.chunks), topology)
             points.append(best_here)
             best_rpc = best_here.rounds / best_here.chunks
         if best_rpc <= lb + eps:

@@ -160,7 +160,7 @@ class Outcome:
         return max(0.0, self.objective - self.bound) / max(abs(self.objective), 1e-12)
 
 
-class _Budget:
+class Budget:
     """The call's shared deadline and stop flag."""
 
     def __init__(self, time_limit: float | None, stop: threading.Event | None):
@@ -246,12 +246,12 @@ def solve_forward(
     options: IlpOptions,
     *,
     progress: Callable[[Progress], bool | None] | None = None,
-    budget: _Budget | None = None,
+    budget: Budget | None = None,
     group: SymmetryGroup | None = None,
     warm: list[Schedule] | None = None,
 ) -> Outcome:
     """A non-reduction collective solved directly (see `solve_collective`)."""
-    budget = budget or _Budget(options.time_limit, None)
+    budget = budget or Budget(options.time_limit, None)
     if topology.num_ranks < 2:
         raise NotApplicable("the ilp method needs at least 2 ranks")
     if group is None:
@@ -312,7 +312,7 @@ def _search(
     starts: list[Schedule],
     waves: int,
     bm: BoundModel,
-    budget: _Budget,
+    budget: Budget,
     progress: Callable[[Progress], bool | None] | None,
 ) -> Outcome:
     """Solve the models ``build(steps)`` for the step counts to try and keep the best outcome."""
@@ -386,7 +386,7 @@ def _search(
     return best
 
 
-def _share(budget: _Budget, left: int, have_schedule: bool) -> float | None:
+def _share(budget: Budget, left: int, have_schedule: bool) -> float | None:
     """The time a solve may take: once a schedule is in hand, the rest of the budget is shared
     evenly by the step counts still to try, so a hard one cannot starve the others; before
     that, all of it."""
@@ -500,7 +500,7 @@ def solve_collective(
     of chunks), the steps objective then minimising time.
     """
     options = options or IlpOptions()
-    budget = _Budget(options.time_limit, stop)
+    budget = Budget(options.time_limit, stop)
     kind = collective.kind
     if kind in DUAL:
         forward = solve_forward(
@@ -510,7 +510,7 @@ def solve_collective(
             progress=progress,
             budget=budget,
         )
-        return _dual(forward, collective, topology)
+        return dual_outcome(forward, collective, topology)
     if kind is Kind.ALLREDUCE:
         return _allreduce(topology, collective, options, budget, progress)
     return solve_forward(topology, collective, options, progress=progress, budget=budget)
@@ -520,7 +520,7 @@ def _allreduce(
     topology: Topology,
     collective: Collective,
     options: IlpOptions,
-    budget: _Budget,
+    budget: Budget,
     progress: Callable[[Progress], bool | None] | None,
 ) -> Outcome:
     """Allreduce as reduce-scatter then allgather ("composed", k a multiple of R), with the direct
@@ -586,7 +586,7 @@ def _composed_allreduce(
     topology: Topology,
     collective: Collective,
     options: IlpOptions,
-    budget: _Budget,
+    budget: Budget,
     progress: Callable[[Progress], bool | None] | None,
 ) -> Outcome:
     """Reduce-scatter then allgather, each solved with ``options`` (steps per phase)."""
@@ -595,9 +595,9 @@ def _composed_allreduce(
     allgather = Collective(Kind.ALLGATHER, r, per_piece)
     ag = solve_forward(topology, allgather, options, progress=progress, budget=budget)
     if topologies_equal(topology, topology.reversed()):
-        rs = _dual(ag, Collective(Kind.REDUCE_SCATTER, r, per_piece), topology)  # same machine both ways
+        rs = dual_outcome(ag, Collective(Kind.REDUCE_SCATTER, r, per_piece), topology)  # same machine both ways
     else:
-        rs = _dual(
+        rs = dual_outcome(
             solve_forward(topology.reversed(), allgather, options, progress=progress, budget=budget),
             Collective(Kind.REDUCE_SCATTER, r, per_piece),
             topology,
@@ -629,7 +629,7 @@ def _composed_allreduce(
     )
 
 
-def _dual(forward: Outcome, reduction: Collective, topology: Topology) -> Outcome:
+def dual_outcome(forward: Outcome, reduction: Collective, topology: Topology) -> Outcome:
     """The reduction dual to a forward schedule solved on the reversed topology; it costs the
     same (every link's load moves to its reverse, which has the same bandwidth and α)."""
     params = dict(forward.schedule.params)

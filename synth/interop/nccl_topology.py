@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synth.errors import InputError
-from synth.generators import _Doc
+from synth.generators import TopologyDoc
 from synth.topology import Topology
 
 PCIE_LATENCY = 0.5
@@ -427,7 +427,7 @@ def import_nccl_topology_text(
         desc = desc[:-1] + "; NVLink only: PCIe, CPUs and NICs left out."
         host.switches, host.links, host.nics, host.cpus = [], [], [], []
         cpu_links = []
-    doc = _Doc(topo_name, desc)
+    doc = TopologyDoc(topo_name, desc)
     net_switches: list[str] = []
     if hosts > 1:
         if network == "single":

@@ -35,7 +35,7 @@ from itertools import pairwise
 import networkx as nx
 import numpy as np
 
-from synth.routing import _mix
+from synth.routing import tie_break_hash
 from synth.topology import Topology
 
 #: A switch component with at most this many (sender, receiver) rank pairs gets every pair.
@@ -278,7 +278,7 @@ class _Component:
         node = exit_
         while node != base:
             options = self._closer(base, node)
-            node = options[_mix(a, b, len(back)) % len(options)] if len(options) > 1 else options[0]
+            node = options[tie_break_hash(a, b, len(back)) % len(options)] if len(options) > 1 else options[0]
             back.append(node)
         return chain[:-1] + tuple(reversed(back))
 
