@@ -13,6 +13,7 @@ from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.builtin import BUILTIN_NAMES, builtin_path
 from synth.collective import ALL_KINDS, Kind
 from synth.errors import NotApplicable
+from synth.fileio import write_text_atomic
 from synth.routing import router_for
 from synth.schedule import schedule_to_json
 from synth.topology import load_topology
@@ -110,8 +111,6 @@ def regenerate(out: Path, *, check: bool = False, progress: Callable[[Entry], No
     """Write (or, with ``check``, compare) every generated schedule and the index under ``out``.
     Returns the relative paths that differ (check) or were rewritten with new content (write).
     Files under ``out`` that are no longer produced are removed when writing, reported when checking."""
-    from synth.fileio import write_text_atomic
-
     changed: list[str] = []
     rows: list[Entry] = []
     produced: set[str] = set()

@@ -21,6 +21,7 @@ from synth import __version__
 from synth.algorithms import METHODS
 from synth.collective import Kind
 from synth.compare import Comparison, compare, default_methods
+from synth.plot import best_ranges, plot_curves, plot_timeline, plot_topology, render, topology_layout
 from synth.progress import Progress
 from synth.simulate import MODEL_TITLES
 from synth.topology import Topology
@@ -85,8 +86,6 @@ def report_sections(
     """Compare every method on each collective and draw its pictures. ``timeline_size`` (default
     the largest size) is where the fastest method's schedule is drawn over time (event-driven
     model); ``progress`` advances once per method synthesized and once per picture."""
-    from synth.plot import plot_curves, plot_timeline, render
-
     kinds = [Kind(k) for k in kinds]
     sizes = tuple(sorted(set(int(s) for s in sizes)))
     big = max(sizes) if timeline_size is None else int(timeline_size)
@@ -139,8 +138,6 @@ def build_report(
     progress: Progress | None = None,
 ) -> str:
     """The report as one HTML document (a string); see the module docstring."""
-    from synth.plot import plot_topology, render
-
     if progress is not None:
         progress.note("topology")
     topo_png = render(plot_topology(topology), "png", dpi=IMAGE_DPI)
@@ -154,8 +151,6 @@ def build_report(
 
 def render_html(topology: Topology, topo_png: bytes, sections: list[Section], model: str) -> str:
     """The HTML page for already computed sections (``topo_png``: the topology picture)."""
-    from synth.plot import topology_layout
-
     if topology_layout(topology).collapsed:
         topo_caption = (
             "Each host collapsed into one box (its ranks and their bandwidth inside the host), switches above "
@@ -207,8 +202,6 @@ def render_html(topology: Topology, topo_png: bytes, sections: list[Section], mo
 
 
 def _section_html(s: Section) -> list[str]:
-    from synth.plot.curves import best_ranges
-
     e = html.escape
     c = s.comparison
     root = f" (root {c.root})" if c.root is not None else ""

@@ -25,6 +25,7 @@ import numpy as np
 
 from synth.collective import ROOTED, Collective, Kind, collective_from_counts
 from synth.errors import InputError
+from synth.fileio import write_text_atomic
 from synth.topology import Topology, read_json_file
 
 SCHEDULE_FORMAT = "synth-schedule"
@@ -647,6 +648,4 @@ def load_schedule(path: str | Path) -> Schedule:
 
 def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
     """Write a schedule file atomically; refuses to overwrite any path in ``protect``."""
-    from synth.fileio import write_text_atomic
-
     return write_text_atomic(path, schedule_to_json(schedule), protect=protect)

@@ -12,6 +12,7 @@ import sys
 import click
 
 from synth import __version__
+from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, run, schedule_cmds, simulate_cmd, topo
 from synth.errors import SynthError
 
 
@@ -40,8 +41,6 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, run, schedule_cmds, simulate_cmd, topo
-
     main.add_command(topo.topo)
     commands = [
         *schedule_cmds.COMMANDS,

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import click
 
+import synth.plot
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, sweep_options, verify_or_exit
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import Kind, parse_kind
+from synth.compare import compare, default_methods
 from synth.errors import InputError
+from synth.fileio import write_text_atomic
 from synth.progress import Progress
+from synth.report import DEFAULT_KINDS, build_report
+from synth.schedule import load_schedule
 from synth.units import parse_size, size_range
 
 #: nccl-tests' usual sweep, 8 B to 1 GiB doubling (28 sizes)
@@ -18,19 +23,13 @@ CURVE_SIZES = tuple(size_range(8, 1 << 30, 2))
 
 def _plotting():
     """synth.plot, or a one-line error when matplotlib is missing."""
-    from synth.plot._common import require_matplotlib
-
-    require_matplotlib()
-    import synth.plot
-
+    synth.plot.require_matplotlib()
     return synth.plot
 
 
 def _output(path: str, where: str) -> str:
-    from synth.plot._common import image_format
-
     try:
-        image_format(path)
+        synth.plot.image_format(path)
     except InputError as exc:
         raise InputError(where, "-o", path, exc.reason) from None
     return path
@@ -83,8 +82,6 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
     """Simulate SCHEDULE at --size and draw it over time: one row per directed link that carries
     data, a bar per transfer while its bytes flow, idle time white, the total time and the lower
     bound marked. The schedule is verified first (exit 1 if invalid)."""
-    from synth.schedule import load_schedule
-
     plot = _plotting()
     _output(output, "synth plot schedule")
     try:
@@ -113,8 +110,6 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
     """Run `synth compare` over a sweep of sizes (default 8 B to 1 GiB) and draw busbw against
     size for every method, log-log, with the lower bound as a line and the fastest method per size
     range on top."""
-    from synth.compare import compare, default_methods
-
     plot = _plotting()
     _output(output, "synth plot compare")
     topo, source = load_topology_arg(topology)
@@ -150,9 +145,6 @@ def report_cmd(topology, output, collectives, size_list, begin, end, factor, ste
     per collective the fastest method per size range, busbw curves against the lower bound, the
     table of every method at every size, and the event-driven timeline of the fastest schedule at
     a large size."""
-    from synth.fileio import write_text_atomic
-    from synth.report import DEFAULT_KINDS, build_report
-
     _plotting()
     topo, source = load_topology_arg(topology)
     if collectives:

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from synth.errors import InputError
 from synth.generators import TopologyDoc
+from synth.routing import ring_order, router_for
 from synth.topology import Topology
 
 PCIE_LATENCY = 0.5
@@ -541,8 +542,6 @@ class TopologyFigures:
 
 def topology_figures(topology: Topology) -> TopologyFigures:
     """`TopologyFigures` of a topology."""
-    from synth.routing import ring_order, router_for
-
     router = router_for(topology)
     n = topology.num_ranks
     pairs = []

@@ -35,6 +35,7 @@ from itertools import pairwise
 import networkx as nx
 import numpy as np
 
+from synth.bounds.latency import hop_distances
 from synth.routing import tie_break_hash
 from synth.topology import Topology
 
@@ -109,8 +110,6 @@ class PathChannels:
         cached = self.__dict__.get("_hops")
         if cached is not None:
             return cached
-        from synth.bounds.latency import hop_distances
-
         r = self.topology.num_ranks
         adjacency = np.zeros((r, r), dtype=bool)
         adjacency[self.src, self.dst] = True
