@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from synth.algorithms import METHODS, make_collective, synthesize
 from synth.bounds import BoundReport, bound_model
 from synth.collective import Kind
 from synth.errors import NotApplicable
 from synth.nccl_model import LABEL as NCCL_LABEL
 from synth.nccl_model import nccl_model_best
+from synth.registry import METHODS, make_collective, synthesize
 from synth.schedule import Schedule, same_transfers
 from synth.simulate import Simulator
 from synth.topology import Topology

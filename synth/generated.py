@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.builtin import BUILTIN_NAMES, builtin_path
 from synth.collective import ALL_KINDS, Kind
 from synth.errors import NotApplicable
 from synth.fileio import write_text_atomic
+from synth.registry import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.routing import router_for
 from synth.schedule import schedule_to_json
 from synth.topology import load_topology

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from synth import __version__
-from synth.algorithms import METHODS
 from synth.collective import Kind
 from synth.compare import Comparison, compare, default_methods
 from synth.plot import best_ranges, plot_curves, plot_timeline, plot_topology, render, topology_layout
 from synth.progress import Progress
+from synth.registry import METHODS
 from synth.simulate import MODEL_TITLES
 from synth.topology import Topology
 from synth.units import format_size, size_range

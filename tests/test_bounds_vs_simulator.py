@@ -8,11 +8,11 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synth.algorithms import METHODS, synthesize
 from synth.bounds import bound_model
 from synth.collective import Kind
 from synth.compare import NOT_BY_DEFAULT
 from synth.errors import NotApplicable
+from synth.registry import METHODS, synthesize
 from synth.simulate import Simulator
 from synth.verify import verify
 

@@ -3,11 +3,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from synth.algorithms import synthesize
 from synth.cli import main
 from synth.cli.compare_cmd import render
 from synth.collective import Kind
 from synth.compare import compare, default_methods
+from synth.registry import synthesize
 from synth.simulate import Simulator
 
 

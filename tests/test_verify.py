@@ -3,8 +3,8 @@
 import pytest
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.collective import Collective, Kind
+from synth.registry import synthesize
 from synth.schedule import Transfer, schedule_from_steps
 from synth.verify import TopologyMismatch, VerificationError, check, verify
 

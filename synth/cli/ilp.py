@@ -10,7 +10,6 @@ from pathlib import Path
 
 import click
 
-from synth.algorithms import make_collective, synthesize
 from synth.bounds import bound_model
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.collective import Kind, parse_kind
@@ -21,6 +20,7 @@ from synth.ilp.pareto import DEFAULT_SIZES, Attempt, pareto_frontier
 from synth.ilp.search import ALLREDUCE_MODES
 from synth.ilp.solve import SOLVERS, Progress
 from synth.ilp.symmetry import find_symmetry
+from synth.registry import make_collective, synthesize
 from synth.schedule import save_schedule
 from synth.units import bandwidth_gbps, format_size, parse_size, parse_sizes
 

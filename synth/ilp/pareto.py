@@ -35,7 +35,7 @@ from synth.bounds import bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
-from synth.ilp.search import Budget, IlpOptions, Outcome, dual_outcome, minimum_steps, solve_forward
+from synth.ilp.search import CLASSIC_BASELINES, Budget, IlpOptions, Outcome, dual_outcome, minimum_steps, solve_forward
 from synth.ilp.solve import Progress
 from synth.ilp.symmetry import find_symmetry
 from synth.schedule import Schedule
@@ -131,20 +131,18 @@ def _as_fraction(x: float) -> Fraction:
 
 def _baseline_times(topology: Topology, collective: Collective, sizes: tuple[int, ...]) -> dict[int, tuple[str, float]]:
     """The best classic schedule's time at each size (method name, µs)."""
-    from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
-
     best: dict[int, tuple[str, float]] = {}
-    for method in CLASSIC_METHODS:
-        if not METHODS[method].serves(collective.kind):
+    for method in CLASSIC_BASELINES:
+        if not method.serves(collective.kind):
             continue
-        for chunks in sorted({1, METHODS[method].default_chunks(collective.kind, topology.num_ranks)}):
+        for chunks in sorted({1, method.default_chunks(collective.kind, topology.num_ranks)}):
             try:
-                schedule = synthesize(topology, collective.kind, method, root=collective.root, chunks=chunks)
+                schedule = method.synthesize(topology, collective.kind, root=collective.root, chunks=chunks)
             except (NotApplicable, ValueError):
                 continue
             for result in simulate(schedule, topology, sizes, "sync"):
                 if result.size not in best or result.time_us < best[result.size][1]:
-                    best[result.size] = (method, result.time_us)
+                    best[result.size] = (method.name, result.time_us)
     return best
 
 

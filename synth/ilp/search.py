@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from synth.algorithms import binomial, direct, recursive_doubling, recursive_halving, ring, scatter_allgather
 from synth.bounds import BoundModel, bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
@@ -47,7 +48,18 @@ from synth.topology import Topology, topologies_equal
 from synth.transform import concat, dual_reduction
 from synth.verify import check
 
-METHOD = "ilp"
+NAME = "ilp"
+
+#: The classic methods (the registry's ``classic`` family, in its order): warm starts of the
+#: solver and the baselines of the Pareto walk.
+CLASSIC_BASELINES = (
+    ring.METHOD,
+    direct.METHOD,
+    binomial.METHOD,
+    recursive_doubling.METHOD,
+    recursive_halving.METHOD,
+    scatter_allgather.METHOD,
+)
 
 #: The size the time objective optimizes for when none is given (nccl-tests bytes).
 DEFAULT_SIZE = 1 << 20
@@ -214,7 +226,7 @@ def _cleanup(transfers: list[tuple[int, int, int, int, tuple[int, ...]]], collec
 
 
 def _build_schedule(topology: Topology, collective: Collective, steps: list, num_steps: int, params: dict[str, Any]) -> Schedule:
-    builder = ScheduleBuilder(collective, topology, METHOD, params)
+    builder = ScheduleBuilder(collective, topology, NAME, params)
     names = topology.node_name
     per_step: list[list] = [[] for _ in range(num_steps)]
     for s, src, dst, c, via, op in steps:
@@ -227,14 +239,12 @@ def _build_schedule(topology: Topology, collective: Collective, steps: list, num
 
 def _baselines(topology: Topology, collective: Collective) -> list[Schedule]:
     """Classic schedules of the same collective and chunking (warm-start candidates)."""
-    from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
-
     out = []
-    for method in CLASSIC_METHODS:
-        if not METHODS[method].serves(collective.kind):
+    for method in CLASSIC_BASELINES:
+        if not method.serves(collective.kind):
             continue
         try:
-            out.append(synthesize(topology, collective.kind, method, root=collective.root, chunks=collective.chunks_per_piece))
+            out.append(method.synthesize(topology, collective.kind, root=collective.root, chunks=collective.chunks_per_piece))
         except (NotApplicable, ValueError):
             continue
     return out
@@ -607,7 +617,7 @@ def _composed_allreduce(
         "reduce_scatter": dict(rs.schedule.params),
         "allgather": dict(ag.schedule.params),
     }
-    schedule = concat([rs.schedule, ag.schedule], collective, METHOD, params)
+    schedule = concat([rs.schedule, ag.schedule], collective, NAME, params)
     check(schedule, topology)
     status = "optimal" if rs.status == ag.status == "optimal" else "feasible"
     time_us = sync_time_us(schedule, topology, options.size)
@@ -634,7 +644,7 @@ def dual_outcome(forward: Outcome, reduction: Collective, topology: Topology) ->
     same (every link's load moves to its reverse, which has the same bandwidth and α)."""
     params = dict(forward.schedule.params)
     params["dual_of"] = forward.schedule.collective.kind.value
-    schedule = dual_reduction(forward.schedule, reduction, METHOD, params)
+    schedule = dual_reduction(forward.schedule, reduction, NAME, params)
     check(schedule, topology)
     return replace(forward, schedule=schedule)
 
