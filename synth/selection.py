@@ -115,6 +115,8 @@ class Candidate:
     """A verified schedule and its predicted time at every size of the selection."""
 
     label: str
+    #: the name of the method that made it
+    method: str
     schedule: Schedule = field(repr=False)
     times_us: tuple[float, ...]
     #: wall seconds to synthesize and verify it
@@ -122,10 +124,6 @@ class Candidate:
     #: the sizes it was synthesized for (several when runs for several sizes gave this schedule);
     #: empty for a method that does not tune itself
     tuned_for: tuple[int, ...] = ()
-
-    @property
-    def method(self) -> str:
-        return self.schedule.method
 
     def key_at(self, index: int) -> tuple[float, int, str]:
         """The order at one size: fastest, then fewer transfers, then the label."""
@@ -238,7 +236,7 @@ def select(
         raise ValueError("select needs at least one size")
     runs, skipped = plan(methods, topology, kind, sizes, chunks=chunks, exact=exact)
     started = time.monotonic()
-    found: list[dict[str, Any]] = []  # label, schedule, times, seconds, tuned_for (mutable until the end)
+    found: list[Candidate] = []
     seconds: list[tuple[str, float]] = []
     by_method: dict[str, list[Run]] = {}
     for run in runs:
@@ -271,25 +269,16 @@ def select(
                 if progress is not None:
                     progress(done, len(runs), run.label)
             seconds.append((run.label, elapsed))
-            same = next(
-                (c for c in found if c["schedule"].method == schedule.method and same_transfers(c["schedule"], schedule)), None
-            )
-            if same is not None:  # a method that ignores the size here gave the same again
-                if run.size is not None:
-                    same["tuned_for"].append(run.size)
+            tuned = () if run.size is None else (run.size,)
+            same = [
+                j for j, c in enumerate(found) if c.schedule.method == schedule.method and same_transfers(c.schedule, schedule)
+            ]
+            if same:  # a method that ignores the size here gave the same again
+                found[same[0]] = replace(found[same[0]], tuned_for=found[same[0]].tuned_for + tuned)
                 continue
             times = tuple(r.time_us for r in Simulator(schedule, topology).run(list(sizes), model, timeline=False))
-            found.append(
-                {
-                    "label": run.label,
-                    "schedule": schedule,
-                    "times": times,
-                    "seconds": elapsed,
-                    "tuned_for": [run.size] if run.size is not None else [],
-                }
-            )
-    candidates = [Candidate(c["label"], c["schedule"], c["times"], c["seconds"], tuple(c["tuned_for"])) for c in found]
-    return Selection(kind, sizes, model, tuple(_rank(candidates, sizes)), tuple(seconds), tuple(skipped))
+            found.append(Candidate(run.label, method.name, schedule, times, elapsed, tuned))
+    return Selection(kind, sizes, model, tuple(_rank(found, sizes)), tuple(seconds), tuple(skipped))
 
 
 def _rank(candidates: list[Candidate], sizes: tuple[int, ...]) -> list[Candidate]:
@@ -350,7 +339,7 @@ def auto_method(candidates: Sequence[Method]) -> Method:
         bounds = [bound_model(topology, collective.kind, collective.root).time_us(s) for s in sizes]
         params = {
             "chosen": chosen.label,
-            "chosen_method": chosen.method,
+            "chosen_method": chosen.schedule.method,
             "chosen_params": dict(chosen.schedule.params),
             "sizes": sizes,
             "predicted_us": {c.label: [round(t, 3) for t in c.times_us] for c in selection.ranked},

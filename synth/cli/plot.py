@@ -9,7 +9,7 @@ import synth.plot
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, sweep_options, verify_or_exit
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import Kind, parse_kind
-from synth.compare import compare, default_methods
+from synth.compare import compare
 from synth.errors import InputError
 from synth.fileio import write_text_atomic
 from synth.progress import Progress
@@ -118,9 +118,8 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
     names = _methods(methods)
     if root is not None and not 0 <= root < topo.num_ranks:
         raise InputError("synth plot compare", "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
-    total = len(names) if names is not None else len(default_methods(kind))
-    with Progress(total, "compare", quiet=quiet, unit="method") as bar:
-        result = compare(topo, kind, sizes, root=root, methods=names, model=model, progress=bar.step_callback())
+    with Progress(None, "compare", quiet=quiet, unit="candidate") as bar:
+        result = compare(topo, kind, sizes, root=root, methods=names, model=model, progress=bar.count_callback())
     if not any(o.ok for o in result.outcomes):
         reasons = "; ".join(f"{o.method}: {o.note}" for o in result.outcomes)
         raise InputError("synth plot compare", "--methods", methods, f"no method serves {kind.value} on {topo.name} ({reasons})")
