@@ -3,6 +3,10 @@ NVLink (or PCIe) bandwidth to its peers, the per-rank ingress, and the narrowest
 synth's ring algorithms use, for the import with NCCL's per-link figures, the import with the
 built-in's per-link figure (--nvlink-bandwidth), and the built-in.
 
+The real dumps are read from ../shared/reference/realdata beside the clone (the repository holds
+only what the project wrote: the hand-written DGX-1 dump in tests/data); a dump that is absent is
+skipped with a line saying so.
+
     .venv/bin/python benchmarks/interop_topologies.py
 """
 
@@ -13,7 +17,9 @@ from pathlib import Path
 from synth.builtin import get_topology
 from synth.interop.nccl_topology import import_nccl_topology, topology_figures
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+REALDATA = REPO.parent / "shared" / "reference" / "realdata"
 
 # dump, the built-in of the same machine (None: there is none), per-link figure the built-in uses
 CASES = [
@@ -43,6 +49,11 @@ def main() -> None:
     print(f"  {'':<28}{'GPU0 to peers GB/s':>22}{'ingress':>12}{'ring min':>10}   ring")
     for dump, builtin, per_link in CASES:
         path = DATA / f"{dump}.xml"
+        if not path.is_file():
+            path = REALDATA / f"{dump}.xml"
+        if not path.is_file():
+            print(f"{dump}: skipped, {path} is absent (real dumps are read from ../shared/reference/realdata)")
+            continue
         print(dump)
         print(_row("import (NCCL figures)", topology_figures(import_nccl_topology(path).topology)))
         if per_link is not None:

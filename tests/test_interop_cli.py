@@ -119,15 +119,14 @@ def test_import_needs_a_topology_for_unusual_sizes(tmp_path):
 
 def test_topo_import_nccl(tmp_path):
     out = tmp_path / "hgx.json"
-    r = invoke(
-        "topo", "import", "nccl", str(DATA / "nccl-hgx-a100-8gpu.xml"), "-o", str(out), "--hosts", "2", "--network", "rails"
-    )
+    fixture = str(DATA / "nccl-fixture-nvswitch-8gpu.xml")
+    r = invoke("topo", "import", "nccl", fixture, "-o", str(out), "--hosts", "2", "--network", "rails")
     assert r.exit_code == 0, r.stderr
-    assert r.stdout == f"wrote {out}: nccl-hgx-a100-8gpu-x2: 16 ranks on 2 host(s), 61 switches, 188 directed links\n"
+    assert r.stdout == f"wrote {out}: nccl-fixture-nvswitch-8gpu-x2: 16 ranks on 2 host(s), 45 switches, 156 directed links\n"
     r = invoke("topo", "show", str(out))
     assert r.exit_code == 0 and "ranks: 16 on 2 host(s)" in r.stdout
-    r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--name", "rtx")
-    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "rtx"
+    r = invoke("topo", "import", "nccl", str(DATA / "nccl-fixture-nvbridge-4gpu.xml"), "--name", "pairs")
+    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "pairs"
 
 
 def test_topo_import_nccl_errors_and_warnings(tmp_path):
@@ -136,7 +135,7 @@ def test_topo_import_nccl_errors_and_warnings(tmp_path):
     r = invoke("topo", "import", "nccl", str(bad), "-o", str(tmp_path / "t.json"))
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "malformed XML" in r.stderr
     odd = tmp_path / "odd.xml"
-    odd.write_text((DATA / "nccl-rtx3090-pcie-8gpu.xml").read_text().replace("</system>", "<gin/></system>"))
+    odd.write_text((DATA / "nccl-fixture-nvswitch-8gpu.xml").read_text().replace("</system>", "<gin/></system>"))
     r = invoke("topo", "import", "nccl", str(odd), "-o", str(tmp_path / "t.json"))
     assert r.exit_code == 0 and r.stderr == f"synth: warning: {odd}: skipped unknown element <gin> in <system>\n"
     r = invoke("topo", "import", "nccl", str(odd), "-o", str(odd))
@@ -172,5 +171,7 @@ def test_topo_import_nccl_nvlink_only(tmp_path):
     )
     assert r.exit_code == 0, r.stderr
     assert r.stdout == f"wrote {out}: nccl-dgx1-v100-8gpu: 8 ranks on 1 host(s), 0 switches, 32 directed links\n"
-    r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--nvlink-only")
+    pcie_only = tmp_path / "pcie.xml"
+    pcie_only.write_text((DATA / "nccl-fixture-nvbridge-4gpu.xml").read_text().replace('count="12"', 'count="0"'))
+    r = invoke("topo", "import", "nccl", str(pcie_only), "--nvlink-only")
     assert r.exit_code == 2 and "the dump has no NVLink between GPUs" in r.stderr

@@ -19,24 +19,39 @@ from synth.interop.nccl_topology import (
 )
 from synth.topology import topology_from_document, topology_to_json
 
+from .conftest import REPO
+
 DATA = Path(__file__).parent / "data"
-DUMPS = sorted(DATA.glob("nccl-*.xml"))
+#: The dumps the project wrote (a hand-written DGX-1 and synthetic fixtures with the real dumps' quirks).
+OWN_DUMPS = sorted(DATA.glob("nccl-*.xml"))
+#: Real NCCL dumps are read from beside the clone (CI has ../shared there), never copied into the repository.
+REALDATA = REPO.parent / "shared" / "reference" / "realdata"
+REAL_DUMPS = ("nccl-azure-ncv4-4gpu", "nccl-b200-vm-8gpu", "nccl-hgx-a100-8gpu", "nccl-ibm-h100-8gpu", "nccl-rtx3090-pcie-8gpu")
+
+
+def real(name: str) -> Path:
+    """The real dump ``name`` from ../shared/reference/realdata, or skip the test saying why."""
+    path = REALDATA / f"{name}.xml"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent: the real NCCL dumps are read from ../shared/reference/realdata beside the clone")
+    return path
 
 
 def test_the_dumps_are_there():
-    assert [p.stem for p in DUMPS] == [
-        "nccl-azure-ncv4-4gpu",
-        "nccl-b200-vm-8gpu",
+    assert [p.stem for p in OWN_DUMPS] == [
         "nccl-dgx1-v100-8gpu",
-        "nccl-hgx-a100-8gpu",
-        "nccl-ibm-h100-8gpu",
-        "nccl-rtx3090-pcie-8gpu",
+        "nccl-fixture-nvbridge-4gpu",
+        "nccl-fixture-nvswitch-8gpu",
+        "nccl-fixture-vm-8gpu",
     ]
+    if REALDATA.is_dir():
+        assert all((REALDATA / f"{name}.xml").is_file() for name in REAL_DUMPS)
 
 
-@pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("name", [p.stem for p in OWN_DUMPS] + [f"real:{n}" for n in REAL_DUMPS])
 @pytest.mark.parametrize("hosts", [1, 2])
-def test_every_dump_imports_into_a_valid_topology(path, hosts):
+def test_every_dump_imports_into_a_valid_topology(name, hosts):
+    path = real(name[5:]) if name.startswith("real:") else DATA / f"{name}.xml"
     result = import_nccl_topology(path, hosts=hosts)
     t = result.topology
     assert result.warnings == []
@@ -58,7 +73,7 @@ def _links(t, a: str, b: str) -> float:
 
 
 def test_hgx_a100_figures():
-    t = import_nccl_topology(DATA / "nccl-hgx-a100-8gpu.xml").topology
+    t = import_nccl_topology(real("nccl-hgx-a100-8gpu")).topology
     assert t.num_ranks == 8
     # 6 NVSwitch targets x 2 links x 20 GB/s (sm 80), one switch node
     assert [_links(t, f"gpu{g}", "nvswitch") for g in range(8)] == [240.0] * 8
@@ -71,7 +86,7 @@ def test_hgx_a100_figures():
 
 
 def test_h100_vm_quirks():
-    t = import_nccl_topology(DATA / "nccl-ibm-h100-8gpu.xml").topology
+    t = import_nccl_topology(real("nccl-ibm-h100-8gpu")).topology
     # counts 5, 5, 4, 4 to four NVSwitches: 18 links x 20.6 GB/s (sm 90)
     assert _links(t, "gpu0", "nvswitch") == pytest.approx(370.8)
     # link_width 0 means 16: 32 GT/s x16 = 48 GB/s; the virtual bridge says 2.5 GT/s x1
@@ -82,7 +97,7 @@ def test_h100_vm_quirks():
 
 
 def test_b200_vm_quirks():
-    t = import_nccl_topology(DATA / "nccl-b200-vm-8gpu.xml").topology
+    t = import_nccl_topology(real("nccl-b200-vm-8gpu")).topology
     # one hidden NVSwitch target, count 18 x 40.1 GB/s (sm 100)
     assert _links(t, "gpu0", "nvswitch") == pytest.approx(721.8)
     # several nets under one nic: 4 x 100 + 200 Gb/s = 75 GB/s; 4 x 400 Gb/s = 200 GB/s
@@ -90,13 +105,13 @@ def test_b200_vm_quirks():
     assert _links(t, "nic-mlx5_0", "cpu0") == 12.0
     nics = {s.name for s in t.switches if s.name.startswith("nic-")}
     assert nics == {"nic-mlx5_0", "nic-mlx5_5", "nic-mlx5_9"}
-    two = import_nccl_topology(DATA / "nccl-b200-vm-8gpu.xml", hosts=2).topology
+    two = import_nccl_topology(real("nccl-b200-vm-8gpu"), hosts=2).topology
     assert _links(two, "n0-nic-mlx5_0", "net") == 75.0 and _links(two, "n1-nic-mlx5_5", "net") == 200.0
     assert _links(t, "cpu0", "cpu1") == 40.0  # Emerald Rapids (model 207)
 
 
 def test_azure_direct_nvlink_and_nic_under_cpu():
-    t = import_nccl_topology(DATA / "nccl-azure-ncv4-4gpu.xml").topology
+    t = import_nccl_topology(real("nccl-azure-ncv4-4gpu")).topology
     # GPU pairs (0,1) and (2,3) bridged: 12 links x 20 GB/s each way, directed rows
     assert _links(t, "gpu0", "gpu1") == 240.0 and _links(t, "gpu1", "gpu0") == 240.0
     assert (t.node_index["gpu0"], t.node_index["gpu2"]) not in t.link_index
@@ -135,8 +150,9 @@ def test_dgx1_nvlink_matrix_from_the_hand_written_dump(builtin):
 )
 def test_imports_match_the_builtin_of_the_same_machine(dump, builtin_name, per_link, nccl_scale, builtin):
     ref = topology_figures(builtin(builtin_name))
-    same = topology_figures(import_nccl_topology(DATA / f"{dump}.xml", nvlink_bandwidth=per_link).topology)
-    nccl = topology_figures(import_nccl_topology(DATA / f"{dump}.xml").topology)
+    path = DATA / f"{dump}.xml" if (DATA / f"{dump}.xml").is_file() else real(dump)
+    same = topology_figures(import_nccl_topology(path, nvlink_bandwidth=per_link).topology)
+    nccl = topology_figures(import_nccl_topology(path).topology)
     assert same.ring == ref.ring
     assert same.ring_bottleneck == ref.ring_bottleneck
     assert nccl.ring_bottleneck == pytest.approx(ref.ring_bottleneck * nccl_scale)
@@ -150,16 +166,16 @@ def test_imports_match_the_builtin_of_the_same_machine(dump, builtin_name, per_l
 
 def test_pcie_server_matches_the_builtin_exactly(builtin):
     ref = topology_figures(builtin("pcie-2socket"))
-    got = topology_figures(import_nccl_topology(DATA / "nccl-rtx3090-pcie-8gpu.xml").topology)
+    got = topology_figures(import_nccl_topology(real("nccl-rtx3090-pcie-8gpu")).topology)
     assert got == ref
 
 
 # --------------------------------------------------------------------------------- the network
 def test_hosts_join_through_one_switch_or_rails():
-    single = import_nccl_topology(DATA / "nccl-hgx-a100-8gpu.xml", hosts=3).topology
+    single = import_nccl_topology(real("nccl-hgx-a100-8gpu"), hosts=3).topology
     assert single.num_ranks == 24 and sum(s.name == "net" for s in single.switches) == 1
     assert _links(single, "n2-nic-mlx5_bond_4", "net") == 25.0
-    rails = import_nccl_topology(DATA / "nccl-hgx-a100-8gpu.xml", hosts=2, network="rails").topology
+    rails = import_nccl_topology(real("nccl-hgx-a100-8gpu"), hosts=2, network="rails").topology
     assert sorted(s.name for s in rails.switches if s.name.startswith("rail")) == [f"rail{i}" for i in range(5)]
     assert _links(rails, "n1-nic-mlx5_bond_3", "rail3") == 25.0
     # a GPU next to its NIC reaches the other host at the NIC's PCIe rate
@@ -168,14 +184,14 @@ def test_hosts_join_through_one_switch_or_rails():
 
 
 def test_hosts_need_nics():
-    text = (DATA / "nccl-rtx3090-pcie-8gpu.xml").read_text().replace("<nic>", "<nicx>").replace("</nic>", "</nicx>")
+    text = (real("nccl-rtx3090-pcie-8gpu")).read_text().replace("<nic>", "<nicx>").replace("</nic>", "</nicx>")
     with pytest.raises(InputError, match="--hosts needs NICs"):
         import_nccl_topology_text(text, "x.xml", hosts=2)
 
 
 # ------------------------------------------------------------------------------ robustness
 def test_unknown_elements_are_skipped_with_a_warning():
-    text = (DATA / "nccl-rtx3090-pcie-8gpu.xml").read_text()
+    text = (real("nccl-rtx3090-pcie-8gpu")).read_text()
     text = text.replace(
         '<gpu dev="0" sm="86" rank="0" gdr="0"/>', '<gpu dev="0" sm="86" rank="0" gdr="0"><xgmi target="x"/></gpu>'
     )
@@ -190,7 +206,7 @@ def test_unknown_elements_are_skipped_with_a_warning():
 
 def test_a_self_link_like_the_later_azure_file_is_skipped():
     # the later azhpc-images version points every GPU's nvlink at its own bus id
-    text = (DATA / "nccl-azure-ncv4-4gpu.xml").read_text().replace('target="0002:00:00.0"', 'target="0001:00:00.0"', 1)
+    text = (real("nccl-azure-ncv4-4gpu")).read_text().replace('target="0002:00:00.0"', 'target="0001:00:00.0"', 1)
     result = import_nccl_topology_text(text, "self.xml")
     assert result.warnings == [
         "self.xml: gpu0 (0001:00:00.0) has an NVLink to 0001:00:00.0, which is not another GPU of the dump; skipped"
@@ -198,7 +214,7 @@ def test_a_self_link_like_the_later_azure_file_is_skipped():
 
 
 def test_unrecognized_link_speed_warns_and_falls_back():
-    text = (DATA / "nccl-rtx3090-pcie-8gpu.xml").read_text()
+    text = (real("nccl-rtx3090-pcie-8gpu")).read_text()
     gpu0 = text.index('busid="0000:0f:00.0"')
     text = text[:gpu0] + text[gpu0:].replace('link_speed="16.0 GT/s PCIe"', 'link_speed="fast"', 1)
     result = import_nccl_topology_text(text, "s.xml")
@@ -252,9 +268,9 @@ def test_nvlink_only_imports_are_the_builtins_fabric(builtin):
 
     dgx1 = import_nccl_topology(DATA / "nccl-dgx1-v100-8gpu.xml", nvlink_only=True, nvlink_bandwidth=25).topology
     assert topologies_equal(dgx1, builtin("dgx1"))
-    hgx = import_nccl_topology(DATA / "nccl-hgx-a100-8gpu.xml", nvlink_only=True, nvlink_bandwidth=25).topology
+    hgx = import_nccl_topology(real("nccl-hgx-a100-8gpu"), nvlink_only=True, nvlink_bandwidth=25).topology
     assert topologies_equal(hgx, gen.nvswitch(8, 300.0, 0.35))
-    h100 = import_nccl_topology(DATA / "nccl-ibm-h100-8gpu.xml", nvlink_only=True, nvlink_bandwidth=25).topology
+    h100 = import_nccl_topology(real("nccl-ibm-h100-8gpu"), nvlink_only=True, nvlink_bandwidth=25).topology
     assert topologies_equal(h100, gen.nvswitch(8, 450.0, 0.35))
     # the built-ins add dead-end NIC nodes to the same NVSwitch fabric
     ref = builtin("dgx-a100")
@@ -265,8 +281,8 @@ def test_nvlink_only_imports_are_the_builtins_fabric(builtin):
 
 def test_nvlink_only_needs_nvlinks_that_join_every_gpu():
     with pytest.raises(InputError, match="--nvlink-only: the dump has no NVLink between GPUs"):
-        import_nccl_topology(DATA / "nccl-rtx3090-pcie-8gpu.xml", nvlink_only=True)
+        import_nccl_topology(real("nccl-rtx3090-pcie-8gpu"), nvlink_only=True)
     with pytest.raises(InputError, match="--nvlink-only: NVLinks alone do not join every GPU"):
-        import_nccl_topology(DATA / "nccl-azure-ncv4-4gpu.xml", nvlink_only=True)
+        import_nccl_topology(real("nccl-azure-ncv4-4gpu"), nvlink_only=True)
     with pytest.raises(InputError, match="use --nvlink-only for one host"):
-        import_nccl_topology(DATA / "nccl-hgx-a100-8gpu.xml", nvlink_only=True, hosts=2)
+        import_nccl_topology(real("nccl-hgx-a100-8gpu"), nvlink_only=True, hosts=2)
