@@ -115,9 +115,9 @@ def test_azure_direct_nvlink_and_nic_under_cpu():
     # GPU pairs (0,1) and (2,3) bridged: 12 links x 20 GB/s each way, directed rows
     assert _links(t, "gpu0", "gpu1") == 240.0 and _links(t, "gpu1", "gpu0") == 240.0
     assert (t.node_index["gpu0"], t.node_index["gpu2"]) not in t.link_index
-    # a NIC directly under a CPU, linked at its own speed; AMD sockets 16 GB/s
+    # a NIC directly under a CPU, linked at its own speed; AMD Milan (family 175, Zen 3): 24 GB/s
     assert _links(t, "nic-eth0", "cpu0") == 12.5
-    assert _links(t, "cpu0", "cpu3") == 16.0
+    assert _links(t, "cpu0", "cpu3") == 24.0
 
 
 def test_dgx1_nvlink_matrix_from_the_hand_written_dump(builtin):
@@ -257,7 +257,29 @@ def test_figures_tables():
     assert inter_cpu_bandwidth("x86_64", "GenuineIntel", 6, 106)[0] == 10.0
     assert inter_cpu_bandwidth("x86_64", "GenuineIntel", 6, 143)[0] == 22.0
     assert inter_cpu_bandwidth("x86_64", "GenuineIntel", 6, 207)[0] == 40.0
-    assert inter_cpu_bandwidth("x86_64", "AuthenticAMD", 175, 1)[0] == 16.0
+    assert inter_cpu_bandwidth("x86_64", "GenuineIntel", 6, 0xAD)[0] == 40.0  # Granite Rapids
+    assert inter_cpu_bandwidth("x86_64", "AuthenticAMD", 23, 49)[0] == 16.0  # Rome
+    assert inter_cpu_bandwidth("x86_64", "AuthenticAMD", 175, 1)[0] == 24.0  # Milan, as older NCCL wrote the family
+    assert inter_cpu_bandwidth("x86_64", "AuthenticAMD", 25, 17)[0] == 24.0  # Genoa
+    assert inter_cpu_bandwidth("x86_64", "AuthenticAMD", 26, 2)[0] == 32.0  # Turin
+
+
+def test_c2c_joins_a_gpu_to_its_cpu():
+    pairs = DATA / "nccl-fixture-nvbridge-4gpu.xml"
+    text = pairs.read_text().replace(
+        'count="12" tclass="0x030200"/>', 'count="12" tclass="0x030200"/><c2c count="10" bw="45000"/>', 1
+    )
+    t = import_nccl_topology_text(text, "c.xml").topology
+    # 10 links x 45000 MB/s, beside the 12 GB/s PCIe link between the same two nodes (they add up)
+    assert _links(t, "gpu0", "cpu0") == 462.0 and _links(t, "cpu0", "gpu0") == 462.0
+
+
+def test_several_host_hashes_are_said():
+    pairs = DATA / "nccl-fixture-nvbridge-4gpu.xml"
+    text = pairs.read_text().replace('<cpu numaid="0"', '<cpu host_hash="0x1" numaid="0"')
+    text = text.replace('<cpu numaid="1"', '<cpu host_hash="0x2" numaid="1"')
+    result = import_nccl_topology_text(text, "h.xml")
+    assert "2 different host_hash values: NCCL sees that many hosts" in result.warnings[-1]
 
 
 def test_nvlink_only_imports_are_the_builtins_fabric(builtin):

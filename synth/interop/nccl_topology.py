@@ -12,14 +12,17 @@ This module reads it the way NCCL does and builds a topology with NCCL's own fig
   unknown speed counts as NCCL's fallback (60, Gen3) and a width of 0 as 16, as NCCL does (VMs
   report both). α 0.5 µs per PCIe link.
 - **CPUs** are switch nodes, every pair joined by the inter-socket link NCCL assumes for the CPU:
-  Intel by model (Broadwell and older 6, Skylake 10, Sapphire Rapids 22, Emerald Rapids 40 GB/s),
-  AMD 16, POWER9 32, ARM 6; α 1 µs.
+  Intel by model (Broadwell and older 6, Skylake 10, Sapphire Rapids 22, Emerald and Granite
+  Rapids 40 GB/s), AMD by family (Zen 1/2 16, Zen 3/4 24, Zen 5 32), POWER9 32, ARM 6; α 1 µs.
+  A dump whose ``<cpu>`` elements carry several ``host_hash`` values (NCCL sees several hosts)
+  is imported as one host, with a warning.
 - **NVLink**: per link by GPU generation (``sm``): 60 → 18, 70 → 20, 80 → 20, 86 → 12,
   90 → 20.6, 100 → 40.1 GB/s. Rows whose target is an NVSwitch (``tclass 0x068000``) go to one
   switch node per host standing for all NVSwitch chips, at ``count`` × per-link (the rows add up:
   12 links on an HGX A100, 18 on an H100 or on the B200 VM's single hidden target); α 0.35 µs per
   link. Rows whose target is another GPU (``tclass 0x03…``, DGX-1, NVLink bridges) are directed
-  GPU-to-GPU links of ``count`` × per-link; α 0.7 µs.
+  GPU-to-GPU links of ``count`` × per-link; α 0.7 µs. ``<c2c>`` (Grace) joins a GPU to its CPU at
+  ``count × bw / 1000`` GB/s, as NCCL reads it.
 - **NICs**: a ``<nic>`` (under its PCIe device, or directly under a CPU) is a switch node; its
   ports' ``speed`` (Mb/s) add up to its network bandwidth (÷ 8000 for GB/s). A NIC directly under a
   CPU is linked to it at that bandwidth.
@@ -113,7 +116,8 @@ def inter_cpu_bandwidth(arch: str, vendor: str, family: int | None, model: int |
         return 6.0, "ARM"
     if vendor == "GenuineIntel":
         if family == 6 and model is not None:
-            if model >= 0xCF:
+            # Granite Rapids (0xAD, 0xAE) and Sierra Forest (0xAF) are newer than their model numbers say
+            if model >= 0xCF or model in (0xAD, 0xAE, 0xAF):
                 return 40.0, "Intel Emerald Rapids UPI"
             if model >= 0x8F:
                 return 22.0, "Intel Sapphire Rapids UPI"
@@ -121,6 +125,11 @@ def inter_cpu_bandwidth(arch: str, vendor: str, family: int | None, model: int |
                 return 10.0, "Intel Skylake-or-later UPI"
         return 6.0, "Intel Broadwell QPI"
     if vendor == "AuthenticAMD":
+        # CPUID families 23 (Zen 1/2), 25 (Zen 3/4), 26 (Zen 5); 0x8F, 0xAF, 0xBF as older NCCL wrote them
+        if family in (26, 0xBF):
+            return 32.0, "AMD Zen 5 Infinity Fabric"
+        if family in (25, 0xAF):
+            return 24.0, "AMD Zen 3/4 Infinity Fabric"
         return 16.0, "AMD Infinity Fabric"
     if vendor in ("CentaurHauls", "  Shanghai  "):
         return 6.0, "Zhaoxin ZPI"
@@ -154,6 +163,7 @@ class _Gpu:
     pcie: float
     cpu: str
     nvlinks: list[tuple[str, int, str]] = field(default_factory=list)  # (target busid, count, tclass)
+    c2c: float = 0.0  # GB/s to its CPU over C2C (Grace)
     name: str = ""
 
 
@@ -183,6 +193,7 @@ class _Reader:
         self.warnings = warnings
         self.host = _Host()
         self.names: set[str] = set()
+        self.host_hashes: set[str] = set()
 
     def warn(self, text: str) -> None:
         self.warnings.append(f"{self.source}: {text}")
@@ -220,6 +231,11 @@ class _Reader:
                 self.warn(f"skipped unknown element <{child.tag}> in <system>")
         if not self.host.gpus:
             raise InputError(self.source, "system", None, "the dump has no <gpu>", show_value=False)
+        if len(self.host_hashes) > 1:
+            self.warn(
+                f"<cpu> elements carry {len(self.host_hashes)} different host_hash values: NCCL sees that many hosts "
+                "(a dump fused across an NVLink domain); synth imports them as one host"
+            )
 
     def cpu(self, elem: ET.Element, index: int) -> None:
         where = f"cpu[{index}]"
@@ -227,6 +243,8 @@ class _Reader:
         name = self.unique(f"cpu{numa}")
         family = self.attr_int(elem, "familyid", where)
         model = self.attr_int(elem, "modelid", where)
+        if elem.get("host_hash"):
+            self.host_hashes.add(elem.get("host_hash", "").strip().lower())
         bw, kind = inter_cpu_bandwidth(elem.get("arch", "x86_64"), elem.get("vendor", ""), family, model)
         if kind.startswith("unknown"):
             self.warn(
@@ -287,6 +305,11 @@ class _Reader:
             raise InputError(self.source, f"{where}.sm", None, "a <gpu> needs its compute capability (sm)")
         gpu = _Gpu(busid, self.attr_int(elem, "rank", where), self.attr_int(elem, "dev", where), sm, parent, bw, cpu)
         for child in elem:
+            if child.tag == "c2c":
+                count = self.attr_int(child, "count", f"{where}.c2c", 0) or 0
+                per_link = self.attr_int(child, "bw", f"{where}.c2c", 0) or 0
+                gpu.c2c = _gbps(gpu.c2c + max(count, 0) * max(per_link, 0) / 1000.0)
+                continue
             if child.tag != "nvlink":
                 self.warn(f"skipped unknown element <{child.tag}> in {where}")
                 continue
@@ -409,12 +432,14 @@ def import_nccl_topology_text(
                 cpu_links.append((g.name, g.cpu, _gbps(count * bw)))
             else:
                 warnings.append(f"{source}: {g.name}: NVLink to {target} of unknown class {tclass!r}; skipped")
+        if g.c2c > 0:
+            cpu_links.append((g.name, g.cpu, g.c2c))
 
     if nvlink_only:
         if not (nvswitch_links or gpu_links):
             raise InputError(source, "system", None, "--nvlink-only: the dump has no NVLink between GPUs", show_value=False)
         if cpu_links:
-            warnings.append(f"{source}: --nvlink-only leaves out the {len(cpu_links)} NVLink(s) to CPUs")
+            warnings.append(f"{source}: --nvlink-only leaves out the {len(cpu_links)} NVLink/C2C link(s) to CPUs")
     cpu_bw = {name: bw for name, bw, _ in host.cpus}
     kinds = sorted({kind for _, _, kind in host.cpus})
     base = Path(source).stem if not source.startswith("<") else "nccl-import"
