@@ -142,6 +142,20 @@ def test_topo_import_nccl_errors_and_warnings(tmp_path):
     assert r.exit_code == 2 and "is also an input" in r.stderr
 
 
+def test_topo_import_nccl_deep_nesting_through_a_real_process(tmp_path):
+    """XML nested 5,000 deep (a RecursionError traceback before) gets one line and exit 2."""
+    deep = tmp_path / "deep.xml"
+    deep.write_text("<system><cpu>" + "<pci busid='0:1:0.0'>" * 5000 + "</pci>" * 5000 + "</cpu></system>")
+    p = subprocess.run(
+        [sys.executable, "-m", "synth", "topo", "import", "nccl", str(deep), "-o", str(tmp_path / "t.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1
+    assert p.stderr.startswith(f"synth: error: {deep}: line 1 column 1316: refused: <pci> nested deeper than 64 elements")
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_exit_codes_through_a_real_process(tmp_path):
     out = tmp_path / "a.xml"
     p = subprocess.run(

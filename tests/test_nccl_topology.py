@@ -10,6 +10,8 @@ import pytest
 
 from synth.errors import InputError
 from synth.interop.nccl_topology import (
+    MAX_XML_DEPTH,
+    MAX_XML_ELEMENTS,
     import_nccl_topology,
     import_nccl_topology_text,
     inter_cpu_bandwidth,
@@ -225,7 +227,7 @@ def test_unrecognized_link_speed_warns_and_falls_back():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("<system", "x.xml: line 1 column 1: malformed XML"),
+        ("<system", "x.xml: line 1 column 1: malformed XML (unclosed token)"),
         ("<algo/>", 'x.xml: (root element) = "algo": expected <system>'),
         ("<system version='1'></system>", "x.xml: system: the dump has no <gpu>"),
         (
@@ -237,12 +239,39 @@ def test_unrecognized_link_speed_warns_and_falls_back():
             "cpu[0].pci.busid = null: a <pci> element needs a busid",
         ),
         ("<system><cpu numaid='x'/></system>", 'cpu[0].numaid = "x": expected an integer'),
+        # no document type declarations: no entities, internal (a billion laughs) or external
+        (
+            '<?xml version="1.0"?>\n<!DOCTYPE s [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>\n'
+            '<system><cpu arch="&b;"/></system>',
+            "x.xml: line 2 column 13: refused: a document type declaration (<!DOCTYPE>): NCCL's dumps have none",
+        ),
+        (
+            '<!DOCTYPE s [<!ENTITY e SYSTEM "file:///etc/passwd">]><system><cpu arch="&e;"/></system>',
+            "x.xml: line 1 column 13: refused: a document type declaration",
+        ),
+        ("<system><cpu arch='&e;'/></system>", "malformed XML (undefined entity)"),
     ],
 )
 def test_bad_files_get_one_line(text, message):
     with pytest.raises(InputError) as err:
         import_nccl_topology_text(text, "x.xml")
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_reader_is_bounded():
+    # 5,000 nested <pci> (a RecursionError before): refused at depth MAX_XML_DEPTH, with the line
+    deep = "<system><cpu>" + "<pci busid='0:1:0.0'>" * 5000 + "</pci>" * 5000 + "</cpu></system>"
+    with pytest.raises(InputError) as err:
+        import_nccl_topology_text(deep, "deep.xml")
+    assert str(err.value) == (
+        f"deep.xml: line 1 column {13 + 21 * (MAX_XML_DEPTH - 2) + 1}: refused: <pci> nested deeper than "
+        f"{MAX_XML_DEPTH} elements (NCCL's dumps nest about 8 deep)"
+    )
+    wide = "<system><cpu>" + "<pci busid='0:1:0.0'/>" * (MAX_XML_ELEMENTS + 1) + "</cpu></system>"
+    with pytest.raises(InputError, match=f"refused: more than {MAX_XML_ELEMENTS} elements"):
+        import_nccl_topology_text(wide, "wide.xml")
+    with pytest.raises(InputError, match="larger than 8 MiB: not an NCCL topology dump"):
+        import_nccl_topology_text("<system>" + " " * (8 << 20) + "</system>", "big.xml")
 
 
 def test_figures_tables():

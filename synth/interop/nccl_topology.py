@@ -32,16 +32,18 @@ NICs through the network: one switch for all NICs (``network="single"``), or one
 (``"rails"``: the i-th NIC of every host on rail switch i, as rail-optimized clusters are cabled;
 rails are not joined to each other); α 1.3 µs NIC to switch. With one host the NICs lead nowhere.
 
-Elements NCCL's format has but synth does not use, and unknown elements, are skipped with a
-warning; malformed XML or a missing essential attribute is an `InputError` naming the element.
+The XML is read with bounded depth, element count and size and without document type
+declarations (so without entities, internal or external); elements NCCL's format has but synth
+does not use, and unknown elements, are skipped with a warning; malformed XML or a missing
+essential attribute is an `InputError` naming the element.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.parsers import expat
 
 from synth.errors import InputError
 from synth.generators import _Doc
@@ -72,6 +74,12 @@ PCIE_FALLBACK_LANE_SPEED = 60
 
 TCLASS_NVSWITCH = "0x068000"
 TCLASS_CPU = "0x068001"
+
+#: Bounds of what the reader accepts. NCCL's own reader holds 256 elements; its dumps nest about
+#: eight deep (system, cpu, a few PCIe switch levels, pci, gpu, nvlink).
+MAX_XML_BYTES = 8 << 20
+MAX_XML_DEPTH = 64
+MAX_XML_ELEMENTS = 20_000
 
 # classes NCCL treats specially when a <pci> has no <gpu>/<nic> child
 _NVSWITCH_CLASS = "0x068000"
@@ -150,6 +158,71 @@ def _busid_key(text: str) -> tuple:
         return (int(domain, 16), int(bus, 16), int(dev, 16), int(fn, 16))
     except ValueError:
         return (text.strip().lower(),)
+
+
+# ================================================================================ the XML reader
+class _Refused(Exception):
+    """Raised inside the expat handlers to stop reading at once, with where the reader was."""
+
+    def __init__(self, reason: str, line: int, column: int):
+        super().__init__(reason)
+        self.reason, self.line, self.column = reason, line, column
+
+
+def parse_nccl_xml(text: str, source: str) -> ET.Element:
+    """The element tree of an NCCL dump, read with bounded size, depth and element count and
+    without a document type declaration (NCCL's files have none; refusing it refuses every entity,
+    internal or external, before anything is expanded). Text content is ignored, as NCCL does."""
+    if len(text) > MAX_XML_BYTES:
+        reason = f"larger than {MAX_XML_BYTES >> 20} MiB: not an NCCL topology dump (those are kilobytes)"
+        raise InputError(source, "", None, reason, show_value=False)
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    stack: list[ET.Element] = []
+    roots: list[ET.Element] = []
+    count = 0
+
+    def refuse(reason: str) -> _Refused:
+        return _Refused(reason, parser.CurrentLineNumber, parser.CurrentColumnNumber + 1)
+
+    def start(tag: str, attrs: dict[str, str]) -> None:
+        nonlocal count
+        count += 1
+        if len(stack) >= MAX_XML_DEPTH:
+            raise refuse(f"<{tag}> nested deeper than {MAX_XML_DEPTH} elements (NCCL's dumps nest about 8 deep)")
+        if count > MAX_XML_ELEMENTS:
+            raise refuse(f"more than {MAX_XML_ELEMENTS} elements (NCCL's own reader holds 256)")
+        elem = ET.Element(tag, attrs)
+        if stack:
+            stack[-1].append(elem)
+        else:
+            roots.append(elem)
+        stack.append(elem)
+
+    def end(tag: str) -> None:
+        stack.pop()
+
+    def doctype(*_args) -> None:
+        raise refuse("a document type declaration (<!DOCTYPE>): NCCL's dumps have none, and its entities are not read")
+
+    def entity(*_args) -> None:
+        raise refuse("an entity declaration: NCCL's dumps have none")
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.StartDoctypeDeclHandler = doctype
+    parser.EntityDeclHandler = entity
+    try:
+        parser.Parse(text, True)
+    except _Refused as exc:
+        raise InputError(
+            source, f"line {exc.line} column {exc.column}", None, f"refused: {exc.reason}", show_value=False
+        ) from None
+    except expat.ExpatError as exc:
+        reason = expat.errors.messages.get(exc.code, str(exc))
+        where = f"line {exc.lineno} column {exc.offset + 1}"
+        raise InputError(source, where, None, f"malformed XML ({reason})", show_value=False) from None
+    return roots[0]
 
 
 # ======================================================================================== model
@@ -385,12 +458,7 @@ def import_nccl_topology_text(
         raise InputError("--network", "network", network, "expected 'single' or 'rails'")
     if nvlink_bandwidth is not None and nvlink_bandwidth <= 0:
         raise InputError("--nvlink-bandwidth", "bandwidth", nvlink_bandwidth, "must be a positive number (GB/s per link)")
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        line, col = exc.position
-        reason = re.sub(r": line \d+, column \d+$", "", str(exc))
-        raise InputError(source, f"line {line} column {col + 1}", None, f"malformed XML ({reason})", show_value=False) from None
+    root = parse_nccl_xml(text, source)
     warnings: list[str] = []
     reader = _Reader(source, warnings)
     reader.system(root)
@@ -504,10 +572,12 @@ def import_nccl_topology_text(
 
 
 def import_nccl_topology(path: str | Path, **kwargs) -> NcclTopologyImport:
-    """Read an NCCL topology file (see `import_nccl_topology_text`)."""
+    """Read an NCCL topology file (see `import_nccl_topology_text`); at most `MAX_XML_BYTES` are read."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_XML_BYTES + 1)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise InputError(str(path), "", None, "no such file", show_value=False) from None
     except IsADirectoryError:
