@@ -142,6 +142,25 @@ def test_topo_import_nccl_errors_and_warnings(tmp_path):
     assert r.exit_code == 2 and "is also an input" in r.stderr
 
 
+def test_topo_import_nccl_vm_warnings_and_virtual_bridges(tmp_path):
+    vm = DATA / "nccl-fixture-vm-8gpu.xml"
+    out = tmp_path / "vm.json"
+    r = invoke("topo", "import", "nccl", str(vm), "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 4 and all(line.startswith(f"synth: warning: {vm}: ") for line in lines)
+    assert "emulated bridge; counted at 48 GB/s" in lines[3]
+    links = {(lk["a"], lk["b"]): lk["bandwidth"] for lk in json.loads(out.read_text())["links"]}
+    assert links[("cpu0", "pci0000:80:00.0")] == 48
+    r = invoke("topo", "import", "nccl", str(vm), "-o", str(out), "--virtual-bridges", "dumped")
+    assert r.exit_code == 0 and "kept at 0.1875 GB/s" in r.stderr
+    links = {(lk["a"], lk["b"]): lk["bandwidth"] for lk in json.loads(out.read_text())["links"]}
+    assert links[("cpu0", "pci0000:80:00.0")] == 0.1875
+    # to standard output, the topology JSON stays parseable; warnings go to standard error
+    r = invoke("topo", "import", "nccl", str(vm))
+    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "nccl-fixture-vm-8gpu" and "synth: warning:" in r.stderr
+
+
 def test_topo_import_nccl_deep_nesting_through_a_real_process(tmp_path):
     """XML nested 5,000 deep (a RecursionError traceback before) gets one line and exit 2."""
     deep = tmp_path / "deep.xml"
@@ -153,6 +172,27 @@ def test_topo_import_nccl_deep_nesting_through_a_real_process(tmp_path):
     )
     assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1
     assert p.stderr.startswith(f"synth: error: {deep}: line 1 column 1316: refused: <pci> nested deeper than 64 elements")
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_topo_import_nccl_misreadable_figures_through_a_real_process(tmp_path):
+    """Figures NCCL would misread (strtol) get one line naming file, element and value, and exit 2."""
+    count = tmp_path / "count.xml"
+    count.write_text((DATA / "nccl-fixture-nvswitch-8gpu.xml").read_text().replace('count="2"', 'count="1000000000000"', 1))
+    width = tmp_path / "width.xml"
+    width.write_text((DATA / "nccl-fixture-nvswitch-8gpu.xml").read_text().replace('link_width="16"', 'link_width="x"', 1))
+    expected = {
+        count: 'pci[0000:14:00.0].gpu.nvlink[0].count = "1000000000000": expected a number of NVLinks',
+        width: 'pci[0000:0e:00.0].link_width = "x": expected a lane count',
+    }
+    for path, message in expected.items():
+        p = subprocess.run(
+            [sys.executable, "-m", "synth", "topo", "import", "nccl", str(path), "-o", str(tmp_path / "t.json")],
+            capture_output=True,
+            text=True,
+        )
+        assert p.returncode == 2 and p.stdout == ""
+        assert p.stderr.startswith(f"synth: error: {path}: ") and p.stderr.count("\n") == 1 and message in p.stderr
     assert not (tmp_path / "t.json").exists()
 
 
