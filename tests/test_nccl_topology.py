@@ -354,6 +354,13 @@ def test_unknown_elements_are_skipped_with_a_warning():
         "w.xml: skipped unknown element <xgmi> in pci[0000:14:00.0].gpu",
         "w.xml: skipped unknown element <c2c> in <system>",
     ]
+    # one line per kind of element, naming every place (an RCCL file has <xgmi> in every GPU)
+    every = NVSWITCH.read_text().replace('rank="0" gdr="1">', 'rank="0" gdr="1"><xgmi/>')
+    for g in range(1, 8):
+        every = every.replace(f'rank="{g}" gdr="1">', f'rank="{g}" gdr="1"><xgmi/>')
+    assert import_nccl_topology_text(every, "x.xml").warnings == [
+        "x.xml: skipped unknown element <xgmi> in pci[0000:14:00.0, 0000:15:00.0, 0000:34:00.0, … 8 in all].gpu"
+    ]
     assert result.topology.num_ranks == 8
 
 

@@ -359,6 +359,10 @@ class _Reader:
     def warn(self, text: str) -> None:
         self.note(("text", text), "", lambda _paths, text=text: text)
 
+    def skipped(self, tag: str, where: str) -> None:
+        """An element NCCL's format has but synth does not use, or an unknown one: one line per tag."""
+        self.note(("unknown", tag), where, lambda paths, tag=tag: f"skipped unknown element <{tag}> in {paths}")
+
     def warnings(self) -> list[str]:
         return [f"{self.source}: {render(_group(paths))}" for render, paths in self.notes.values()]
 
@@ -436,7 +440,7 @@ class _Reader:
             elif child.tag == "nic":
                 self.nic(child, name, None, f"{where}.nic")
             else:
-                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+                self.skipped(child.tag, where)
 
     def link_of(self, elem: ET.Element, where: str) -> PcieLink:
         """The element's link as NCCL counts it; notes NCCL's fallbacks, refuses misreadable widths."""
@@ -477,7 +481,7 @@ class _Reader:
         subs = [c for c in elem if c.tag == "pci"]
         for child in elem:
             if child.tag not in ("gpu", "nic", "pci"):
-                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+                self.skipped(child.tag, where)
         if gpus:
             if len(gpus) > 1:
                 self.warn(f"{where}: several <gpu> in one device; using the first")
@@ -526,7 +530,7 @@ class _Reader:
                 gpu.c2c = _gbps(gpu.c2c + count * per_link / 1000.0)
                 continue
             if child.tag != "nvlink":
-                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+                self.skipped(child.tag, where)
                 continue
             row = f"{where}.nvlink[{i}]"
             target = child.get("target")
@@ -554,7 +558,7 @@ class _Reader:
         nets = []
         for child in elem:
             if child.tag != "net":
-                self.warn(f"skipped unknown element <{child.tag}> in {where}")
+                self.skipped(child.tag, where)
                 continue
             port = f"{where}.net[{child.get('name') or len(nets)}]"
             if child.get("dev") is None:
