@@ -534,6 +534,14 @@ def test_the_reader_is_bounded():
         import_nccl_topology_text("<system>" + " " * (8 << 20) + "</system>", "big.xml")
 
 
+def test_a_big_file_is_refused_after_reading_its_limit(tmp_path):
+    # 8 MiB + 1 bytes of two-byte characters: fewer characters than bytes, refused on the bytes read
+    big = tmp_path / "big.xml"
+    big.write_bytes(b"<system>" + "é".encode() * (4 << 20) + b"</system>")
+    with pytest.raises(InputError, match=f"{big}: larger than 8 MiB"):
+        import_nccl_topology(big)
+
+
 def test_figures_tables():
     assert [nvlink_bandwidth_for_sm(sm) for sm in (60, 70, 75, 80, 86, 89, 90, 100)] == [18, 20, 20, 20, 12, 20, 20.6, 40.1]
     assert [max_nvlinks_for_sm(sm) for sm in (52, 60, 70, 80, 86, 90, 100)] == [0, 4, 6, 12, 12, 18, 18]

@@ -781,6 +781,9 @@ def import_nccl_topology(path: str | Path, **kwargs) -> NcclTopologyImport:
     try:
         with path.open("rb") as handle:
             data = handle.read(MAX_XML_BYTES + 1)
+        if len(data) > MAX_XML_BYTES:
+            reason = f"larger than {MAX_XML_BYTES >> 20} MiB: not an NCCL topology dump (those are kilobytes)"
+            raise InputError(str(path), "", None, reason, show_value=False)
         text = data.decode("utf-8")
     except FileNotFoundError:
         raise InputError(str(path), "", None, "no such file", show_value=False) from None
