@@ -119,15 +119,14 @@ def test_import_needs_a_topology_for_unusual_sizes(tmp_path):
 
 def test_topo_import_nccl(tmp_path):
     out = tmp_path / "hgx.json"
-    r = invoke(
-        "topo", "import", "nccl", str(DATA / "nccl-hgx-a100-8gpu.xml"), "-o", str(out), "--hosts", "2", "--network", "rails"
-    )
+    fixture = str(DATA / "nccl-fixture-nvswitch-8gpu.xml")
+    r = invoke("topo", "import", "nccl", fixture, "-o", str(out), "--hosts", "2", "--network", "rails")
     assert r.exit_code == 0, r.stderr
-    assert r.stdout == f"wrote {out}: nccl-hgx-a100-8gpu-x2: 16 ranks on 2 host(s), 61 switches, 188 directed links\n"
+    assert r.stdout == f"wrote {out}: nccl-fixture-nvswitch-8gpu-x2: 16 ranks on 2 host(s), 45 switches, 156 directed links\n"
     r = invoke("topo", "show", str(out))
     assert r.exit_code == 0 and "ranks: 16 on 2 host(s)" in r.stdout
-    r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--name", "rtx")
-    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "rtx"
+    r = invoke("topo", "import", "nccl", str(DATA / "nccl-fixture-nvbridge-4gpu.xml"), "--name", "pairs")
+    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "pairs"
 
 
 def test_topo_import_nccl_errors_and_warnings(tmp_path):
@@ -136,11 +135,65 @@ def test_topo_import_nccl_errors_and_warnings(tmp_path):
     r = invoke("topo", "import", "nccl", str(bad), "-o", str(tmp_path / "t.json"))
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "malformed XML" in r.stderr
     odd = tmp_path / "odd.xml"
-    odd.write_text((DATA / "nccl-rtx3090-pcie-8gpu.xml").read_text().replace("</system>", "<gin/></system>"))
+    odd.write_text((DATA / "nccl-fixture-nvswitch-8gpu.xml").read_text().replace("</system>", "<gin/></system>"))
     r = invoke("topo", "import", "nccl", str(odd), "-o", str(tmp_path / "t.json"))
     assert r.exit_code == 0 and r.stderr == f"synth: warning: {odd}: skipped unknown element <gin> in <system>\n"
     r = invoke("topo", "import", "nccl", str(odd), "-o", str(odd))
     assert r.exit_code == 2 and "is also an input" in r.stderr
+
+
+def test_topo_import_nccl_vm_warnings_and_virtual_bridges(tmp_path):
+    vm = DATA / "nccl-fixture-vm-8gpu.xml"
+    out = tmp_path / "vm.json"
+    r = invoke("topo", "import", "nccl", str(vm), "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 4 and all(line.startswith(f"synth: warning: {vm}: ") for line in lines)
+    assert "emulated bridge; counted at 48 GB/s" in lines[3]
+    links = {(lk["a"], lk["b"]): lk["bandwidth"] for lk in json.loads(out.read_text())["links"]}
+    assert links[("cpu0", "pci0000:80:00.0")] == 48
+    r = invoke("topo", "import", "nccl", str(vm), "-o", str(out), "--virtual-bridges", "dumped")
+    assert r.exit_code == 0 and "kept at 0.1875 GB/s" in r.stderr
+    links = {(lk["a"], lk["b"]): lk["bandwidth"] for lk in json.loads(out.read_text())["links"]}
+    assert links[("cpu0", "pci0000:80:00.0")] == 0.1875
+    # to standard output, the topology JSON stays parseable; warnings go to standard error
+    r = invoke("topo", "import", "nccl", str(vm))
+    assert r.exit_code == 0 and json.loads(r.stdout)["name"] == "nccl-fixture-vm-8gpu" and "synth: warning:" in r.stderr
+
+
+def test_topo_import_nccl_deep_nesting_through_a_real_process(tmp_path):
+    """XML nested 5,000 deep (a RecursionError traceback before) gets one line and exit 2."""
+    deep = tmp_path / "deep.xml"
+    deep.write_text("<system><cpu>" + "<pci busid='0:1:0.0'>" * 5000 + "</pci>" * 5000 + "</cpu></system>")
+    p = subprocess.run(
+        [sys.executable, "-m", "synth", "topo", "import", "nccl", str(deep), "-o", str(tmp_path / "t.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1
+    assert p.stderr.startswith(f"synth: error: {deep}: line 1 column 1316: refused: <pci> nested deeper than 64 elements")
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_topo_import_nccl_misreadable_figures_through_a_real_process(tmp_path):
+    """Figures NCCL would misread (strtol) get one line naming file, element and value, and exit 2."""
+    count = tmp_path / "count.xml"
+    count.write_text((DATA / "nccl-fixture-nvswitch-8gpu.xml").read_text().replace('count="2"', 'count="1000000000000"', 1))
+    width = tmp_path / "width.xml"
+    width.write_text((DATA / "nccl-fixture-nvswitch-8gpu.xml").read_text().replace('link_width="16"', 'link_width="x"', 1))
+    expected = {
+        count: 'pci[0000:14:00.0].gpu.nvlink[0].count = "1000000000000": expected a number of NVLinks',
+        width: 'pci[0000:0e:00.0].link_width = "x": expected a lane count',
+    }
+    for path, message in expected.items():
+        p = subprocess.run(
+            [sys.executable, "-m", "synth", "topo", "import", "nccl", str(path), "-o", str(tmp_path / "t.json")],
+            capture_output=True,
+            text=True,
+        )
+        assert p.returncode == 2 and p.stdout == ""
+        assert p.stderr.startswith(f"synth: error: {path}: ") and p.stderr.count("\n") == 1 and message in p.stderr
+    assert not (tmp_path / "t.json").exists()
 
 
 def test_exit_codes_through_a_real_process(tmp_path):
@@ -172,5 +225,7 @@ def test_topo_import_nccl_nvlink_only(tmp_path):
     )
     assert r.exit_code == 0, r.stderr
     assert r.stdout == f"wrote {out}: nccl-dgx1-v100-8gpu: 8 ranks on 1 host(s), 0 switches, 32 directed links\n"
-    r = invoke("topo", "import", "nccl", str(DATA / "nccl-rtx3090-pcie-8gpu.xml"), "--nvlink-only")
+    pcie_only = tmp_path / "pcie.xml"
+    pcie_only.write_text((DATA / "nccl-fixture-nvbridge-4gpu.xml").read_text().replace('count="12"', 'count="0"'))
+    r = invoke("topo", "import", "nccl", str(pcie_only), "--nvlink-only")
     assert r.exit_code == 2 and "the dump has no NVLink between GPUs" in r.stderr

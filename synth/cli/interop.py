@@ -131,11 +131,27 @@ def topo_import_group() -> None:
 )
 @click.option("--nvlink-bandwidth", type=float, default=None, help="GB/s per NVLink instead of NCCL's per-generation figure.")
 @click.option("--nvlink-only", is_flag=True, help="Keep GPUs and NVLink/NVSwitch only (no PCIe, CPUs, NICs); one host.")
+@click.option(
+    "--virtual-bridges",
+    type=click.Choice(["devices", "dumped"]),
+    default="devices",
+    show_default=True,
+    help="A VM's emulated x1 bridge above faster devices: count it at the devices' link, or as dumped (NCCL's figure).",
+)
 @click.option("--name", default=None, help="Topology name (default: the file's name).")
-def topo_import_nccl_cmd(system_xml, output, hosts, network, nvlink_bandwidth, nvlink_only, name):
-    """Import an NCCL topology dump (NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE) as a topology file."""
+def topo_import_nccl_cmd(system_xml, output, hosts, network, nvlink_bandwidth, nvlink_only, virtual_bridges, name):
+    """Import an NCCL topology dump (NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE) as a topology file.
+
+    Figures NCCL does not take as written (link width 0, empty speeds, ...) are taken as NCCL
+    takes them, with a warning on standard error for each kind; see docs/interop.md."""
     imported = import_nccl_topology(
-        system_xml, hosts=hosts, network=network, name=name, nvlink_bandwidth=nvlink_bandwidth, nvlink_only=nvlink_only
+        system_xml,
+        hosts=hosts,
+        network=network,
+        name=name,
+        nvlink_bandwidth=nvlink_bandwidth,
+        nvlink_only=nvlink_only,
+        virtual_bridges=virtual_bridges,
     )
     _warn(imported.warnings)
     text = topology_to_json(imported.topology)
