@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from synth import generators as gen
 from synth.builtin import builtin_path, get_topology
 from synth.cli._util import load_topology_arg, schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
@@ -18,12 +19,30 @@ from synth.interop.msccl_import import import_msccl
 from synth.interop.msccl_xml import PROTOCOLS, algo_to_xml, parse_msccl
 from synth.interop.nccl_topology import import_nccl_topology
 from synth.schedule import load_schedule, save_schedule
-from synth.topology import topology_to_json
+from synth.topology import Topology, topology_to_json
 from synth.units import parse_size
 
-#: The topology an imported MSCCL algorithm runs on when none is given: the built-in NVSwitch box
-#: with that many GPUs (every GPU pair one hop through the switch, like the machines MSCCL targets).
+#: The topology an imported MSCCL algorithm runs on when none is given: an NVSwitch box with as many
+#: GPUs (every GPU pair one hop through the switch, like the machines MSCCL targets and MSCCLang's
+#: own ``fully_connected``): the built-in of that size where there is one, else `generators.nvswitch`
+#: with its defaults (what ``synth topo gen nvswitch --gpus N`` writes).
 DEFAULT_NVSWITCH_BOX = {8: "dgx-a100", 16: "dgx2"}
+
+
+def default_topology(ngpus: int) -> tuple[Topology, str | None, str]:
+    """The topology assumed for an MSCCL file of ``ngpus`` GPUs without ``--topology``: (topology,
+    the path it came from or None, a note saying what was assumed)."""
+    name = DEFAULT_NVSWITCH_BOX.get(ngpus)
+    if name is not None:
+        topo = get_topology(name)
+        return topo, str(builtin_path(name)), f"no --topology: assuming the built-in {name}, an {ngpus}-GPU NVSwitch box"
+    topo = gen.nvswitch(ngpus)
+    note = (
+        f"no --topology: assuming {topo.name}, {ngpus} GPUs on one switch at {topo.links[0].bandwidth:g} GB/s each "
+        f"(every pair one hop, like MSCCLang's fully_connected; the same as synth topo gen nvswitch --gpus {ngpus}, "
+        "which synth verify needs as --topology); pass --topology for your machine"
+    )
+    return topo, None, note
 
 
 def _warn(lines) -> None:
@@ -86,7 +105,8 @@ def import_group() -> None:
     "-t",
     "--topology",
     default=None,
-    help="Topology file or built-in name (default: the built-in NVSwitch box with as many GPUs: dgx-a100 for 8, dgx2 for 16).",
+    help="Topology file or built-in name (default: an NVSwitch box with as many GPUs: dgx-a100 for 8, dgx2 for 16, "
+    "else synth topo gen nvswitch --gpus N; said on standard error).",
 )
 @click.option("--root", type=int, default=None, help="Root of a rooted collective (default: inferred from the buffers it uses).")
 @click.option("--inplace/--outofplace", default=None, help="Buffer semantics (default: what the file declares).")
@@ -95,15 +115,8 @@ def import_msccl_cmd(algo, output, topology, root, inplace):
     result checks), turned into steps, verified, written."""
     parsed, warnings = parse_msccl(algo)
     if topology is None:
-        name = DEFAULT_NVSWITCH_BOX.get(parsed.ngpus)
-        if name is None:
-            raise InputError(
-                algo,
-                "algo.ngpus",
-                parsed.ngpus,
-                "no built-in NVSwitch box has that many GPUs; pass --topology (e.g. synth topo gen nvswitch --gpus N -o t.json)",
-            )
-        topo, topo_source = get_topology(name), str(builtin_path(name))
+        topo, topo_source, note = default_topology(parsed.ngpus)
+        click.echo(f"synth: note: {note}", err=True)
     else:
         topo, topo_source = load_topology_arg(topology)
     result = import_msccl(parsed, topo, inplace=inplace, root=root, warnings=warnings)
