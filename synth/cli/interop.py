@@ -14,7 +14,7 @@ from synth.builtin import builtin_path, get_topology
 from synth.cli._util import load_topology_arg, schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
 from synth.fileio import write_text_atomic
-from synth.interop.msccl_export import DEFAULT_MAX_BYTES, export_msccl
+from synth.interop.msccl_export import export_msccl
 from synth.interop.msccl_import import import_msccl
 from synth.interop.msccl_xml import PROTOCOLS, algo_to_xml, parse_msccl
 from synth.interop.nccl_topology import import_nccl_topology
@@ -69,8 +69,17 @@ def export_group() -> None:
 @click.option("-t", "--topology", default=None, help="Topology file or built-in name (default: the built-in the schedule names).")
 @click.option("--channels", type=int, default=1, show_default=True, help="Channels to spread chunks over (chunk mod N).")
 @click.option("--proto", type=click.Choice(PROTOCOLS), default="Simple", show_default=True, help="NCCL protocol.")
-@click.option("--min-bytes", default="0", show_default=True, help="Smallest call size the runtime should use it for.")
-@click.option("--max-bytes", default=None, help="Largest call size (default: no limit, 2^63-1).")
+@click.option(
+    "--min-bytes",
+    default=None,
+    help="Smallest call size (bytes, the runtime's count) to use it for (default: from the sizes the schedule was tuned "
+    "for, else 0).",
+)
+@click.option(
+    "--max-bytes",
+    default=None,
+    help="Largest call size, included (default: from the sizes the schedule was tuned for, else no limit, 2^63-1).",
+)
 @click.option("--inplace/--outofplace", default=False, show_default=True, help="Buffer semantics of the algorithm.")
 @click.option("--name", default=None, help="Algorithm name (default: synth <collective> <method> on <topology>).")
 def export_msccl_cmd(schedule, output, topology, channels, proto, min_bytes, max_bytes, inplace, name):
@@ -79,8 +88,8 @@ def export_msccl_cmd(schedule, output, topology, channels, proto, min_bytes, max
     sched = load_schedule(schedule)
     topo, topo_source = schedule_topology_arg(sched, schedule, topology)
     verify_or_exit(sched, topo, schedule)
-    lo = _size("--min-bytes", min_bytes)
-    hi = DEFAULT_MAX_BYTES if max_bytes is None else _size("--max-bytes", max_bytes)
+    lo = None if min_bytes is None else _size("--min-bytes", min_bytes)
+    hi = None if max_bytes is None else _size("--max-bytes", max_bytes)
     exported = export_msccl(sched, channels=channels, proto=proto, min_bytes=lo, max_bytes=hi, inplace=inplace, name=name)
     _warn(exported.notes)
     text = algo_to_xml(exported.algo)
