@@ -45,8 +45,8 @@ def default_topology(ngpus: int) -> tuple[Topology, str | None, str]:
     topo = gen.nvswitch(ngpus)
     note = (
         f"no --topology: assuming {topo.name}, {ngpus} GPUs on one switch at {topo.links[0].bandwidth:g} GB/s each "
-        f"(every pair one hop, like MSCCLang's fully_connected; the same as synth topo gen nvswitch --gpus {ngpus}, "
-        "which synth verify needs as --topology); pass --topology for your machine"
+        f"(every pair one hop, as in MSCCLang's fully_connected; synth topo gen nvswitch --gpus {ngpus} writes it, "
+        "for synth verify); pass --topology for your machine"
     )
     return topo, None, note
 
