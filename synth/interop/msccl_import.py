@@ -162,12 +162,13 @@ class _Execution:
         self.waiters: Counter = Counter()
         self.satisfier: dict[tuple[int, int, int], tuple[int, int]] = {}  # waiting (gpu, tb, step) -> (tid, step)
         # the runtime's step numbering and waits (nops: see msccl_xml.published_steps/effective_waits)
-        self.published = {(g.id, tb.id): published_steps(tb) for g in algo.gpus for tb in g.threadblocks}
-        self.waits = {(g.id, tb.id): effective_waits(tb) for g in algo.gpus for tb in g.threadblocks}
+        # indexed [gpu][tb][step]
+        self.published = [[published_steps(tb) for tb in g.threadblocks] for g in algo.gpus]
+        self.waits = [[effective_waits(tb) for tb in g.threadblocks] for g in algo.gpus]
         if self.race_check:
             for gpu in algo.gpus:
                 for tb in gpu.threadblocks:
-                    for st, wait in zip(tb.steps, self.waits[(gpu.id, tb.id)]):
+                    for st, wait in zip(tb.steps, self.waits[gpu.id][tb.id]):
                         if wait is None:
                             continue
                         first = self._first_publishing(gpu.id, *wait)
@@ -187,7 +188,7 @@ class _Execution:
     def _first_publishing(self, g: int, tb: int, deps: int) -> int | None:
         """The first step of thread block ``tb`` of GPU ``g`` whose completion satisfies a wait for
         step ``deps``: it carries hasdep and the runtime counts it as ``deps`` or later."""
-        numbers = self.published[(g, tb)]
+        numbers = self.published[g][tb]
         for step, number in zip(self.algo.gpus[g].threadblocks[tb].steps, numbers):
             if number >= deps and step.hasdep and step.type != "nop":
                 return step.s
@@ -219,23 +220,23 @@ class _Execution:
         ranks = [r for r in range(self.algo.ngpus) if token.mask >> r & 1]
         return f"chunk {token.chunk} with contributions of rank(s) {', '.join(map(str, ranks))}"
 
-    def _access(self, rank: int, slot: Slot, write: bool, event: tuple, where, named: str) -> None:
-        """Record a read or write of a position (``named`` as the file names it); with race checking,
-        require that the last write (and for writes, every read since) happened before this access:
-        in the same thread block, or ordered by a chain of dependencies and messages (vector clocks).
-        ``event`` is (thread, clock, gpu, tb, step, step type)."""
+    def _access(self, rank: int, slot: Slot, write: bool, event: tuple, where, buf: str, off: int) -> None:
+        """Record a read or write of a position (``buf[off]`` as the file names it); with race
+        checking, require that the last write (and for writes, every read since) happened before
+        this access: in the same thread block, or ordered by a chain of dependencies and messages
+        (vector clocks). ``event`` is (thread, clock, gpu, tb, step, step type)."""
         if not self.race_check:
             return
         tid = event[0]
         clock = self.clock[tid]
-        record = (*event, write, named)
         last_write, reads = self.accesses.get((rank, slot), (None, []))
         others = [last_write] if last_write is not None else []
         if write:
             others += reads
         for other in others:
             if other[0] != tid and clock[other[0]] < other[1]:
-                _, _, g, t, s, kind, other_writes, other_named = other
+                _, _, g, t, s, kind, other_writes, other_buf, other_off = other
+                named, other_named = f"{buf}[{off}]", f"{other_buf}[{other_off}]"
                 mine = "writes" if write else "reads"
                 theirs = "writes" if other_writes else "reads"
                 same = "" if other_named == named else f" (as {other_named})"
@@ -243,6 +244,7 @@ class _Execution:
                     f"{mine} {named}, which gpu {g} tb {t} step {s} ({kind}) {theirs}{same}, and nothing orders the two: "
                     "a race between thread blocks (no dependency or message chain leads from one to the other)"
                 )
+        record = (*event, write, buf, off)
         if write:
             self.accesses[(rank, slot)] = (record, [])
         else:
@@ -347,14 +349,14 @@ class _Execution:
 
     def _complete(self, g: int, t: int, step: Step, flags) -> None:
         if step.hasdep and step.type != "nop":
-            flags[(g, t)] = self.published[(g, t)][step.s]
+            flags[(g, t)] = self.published[g][t][step.s]
             if self.race_check:
                 tid = self.tid[(g, t)]
                 if self.waiters[(tid, step.s)]:
                     self.snapshots[(tid, step.s)] = self.clock[tid].copy()
 
     def _ready(self, g: int, t: int, tb, step: Step, flags) -> bool:
-        wait = self.waits[(g, t)][step.s]
+        wait = self.waits[g][t][step.s]
         if wait is not None and flags[(g, wait[0])] < wait[1]:
             return False
         if step.type == "s" and self.capacity is not None and len(self.fifos.get((g, tb.send, tb.channel), ())) >= self.capacity:
@@ -381,7 +383,7 @@ class _Execution:
             )
             if full:
                 reason = f"waits forever to send to gpu {tb.send} on channel {tb.channel} (its FIFO of {self.capacity} is full)"
-            elif (wait := self.waits[(g, t)][pc]) is not None and flags[(g, wait[0])] < wait[1]:
+            elif (wait := self.waits[g][t][pc]) is not None and flags[(g, wait[0])] < wait[1]:
                 depid, deps = wait
                 hint = (
                     ""
@@ -401,7 +403,7 @@ class _Execution:
         clock = None
         if self.race_check:
             clock = self.clock[tid]
-            if self.waits[(g, t)][step.s] is not None:
+            if self.waits[g][t][step.s] is not None:
                 key = self.satisfier[(g, t, step.s)]
                 np.maximum(clock, self.snapshots[key], out=clock)
                 self.waiters[key] -= 1
@@ -427,17 +429,17 @@ class _Execution:
                 received = Token(chunk, mask, None, ((tb.recv, ref, step.synth_step),))
             if kind == "s":
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
-                self._access(g, src, False, event, where, f"{step.srcbuf}[{step.srcoff + u}]")
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
                 out_units.append(self._send_from(g, src, where))
             elif kind in ("r", "rcs"):
                 dst = self._slot(g, step.dstbuf, step.dstoff + u)
-                self._access(g, dst, True, event, where, f"{step.dstbuf}[{step.dstoff + u}]")
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 self._write(g, dst, received)
                 if kind == "rcs":
                     out_units.append(self._send_from(g, dst, where))
             elif kind in ("rrc", "rrcs", "rrs"):
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
-                self._access(g, src, False, event, where, f"{step.srcbuf}[{step.srcoff + u}]")
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
                 mine = self._read(g, src, where)
                 if kind == "rrs":
                     result = self._combine(mine, received, where)
@@ -450,25 +452,25 @@ class _Execution:
                 if dst != src and mine.pending:
                     _, mine = self.commit(g, mine, where)
                     self.slots[g][src] = mine
-                self._access(g, dst, True, event, where, f"{step.dstbuf}[{step.dstoff + u}]")
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 self._write(g, dst, self._combine(mine, received, where))
                 if kind == "rrcs":
                     out_units.append(self._send_from(g, dst, where))
             elif kind == "cpy":
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
                 dst = self._slot(g, step.dstbuf, step.dstoff + u)
-                self._access(g, src, False, event, where, f"{step.srcbuf}[{step.srcoff + u}]")
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
                 token = self._read(g, src, where)
                 if token.pending:
                     _, token = self.commit(g, token, where)
                     self.slots[g][src] = token
-                self._access(g, dst, True, event, where, f"{step.dstbuf}[{step.dstoff + u}]")
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 self._write(g, dst, token)
             elif kind == "re":
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
                 dst = self._slot(g, step.dstbuf, step.dstoff + u)
-                self._access(g, src, False, event, where, f"{step.srcbuf}[{step.srcoff + u}]")
-                self._access(g, dst, True, event, where, f"{step.dstbuf}[{step.dstoff + u}]")
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 theirs = self._read(g, src, where)
                 mine = self._read(g, dst, where)
                 result = self._combine(mine, theirs, where)

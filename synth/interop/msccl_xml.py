@@ -262,10 +262,10 @@ def parse_msccl_text(text: str, source: str = "<msccl>") -> tuple[Algo, list[str
     return algo, warnings
 
 
-#: Buffer positions (ranks × chunks of the larger buffer, or ranks × ranks × chunks per piece for
-#: alltoall's synth chunks) the symbolic execution holds at most: every position may carry a value
-#: object of a few hundred bytes. 2^22 is four times the largest export in ``generated/`` (the
-#: 128-rank allgather with 8192 chunks).
+#: Buffer positions (ranks × chunks of the larger buffer; for alltoall × ranks again, its synth
+#: chunks) the symbolic execution holds at most: every position may carry a value object of a few
+#: hundred bytes. 2^22 is twice the largest schedule in ``generated/`` (the 128-rank alltoall,
+#: 128 × 128 × 128) and four times a 128-rank allgather of 8192 chunks (packing at 1 GiB).
 MAX_POSITIONS = 1 << 22
 
 #: Step types that write a local buffer position.
