@@ -147,6 +147,7 @@ def test_the_set_command(tmp_path):
         (["--sizes", "lots"], '--sizes = "lots"'),
         (["--root", "9"], "--root = 9: not a rank"),
         (["--budget", "-1"], "--budget = -1.0: must be at least 0"),
+        (["--channels", "0"], "--channels = 0: must be 1 … 32"),
     ):
         r = invoke("export", "msccl-set", topo, "-c", "allgather", *args, "-o", tmp_path / "other")
         assert r.exit_code == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr

@@ -21,7 +21,7 @@ from synth.fileio import write_text_atomic
 from synth.interop.msccl_export import export_msccl
 from synth.interop.msccl_import import import_msccl
 from synth.interop.msccl_set import INDEX_PATH, build_set, write_set
-from synth.interop.msccl_xml import PROTOCOLS, algo_to_xml, parse_msccl
+from synth.interop.msccl_xml import MAX_CHANNELS, PROTOCOLS, algo_to_xml, parse_msccl
 from synth.interop.nccl_topology import import_nccl_topology
 from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
@@ -140,6 +140,8 @@ def export_msccl_set_cmd(topology, collective, size_list, output, root, inplace,
         raise InputError("synth export msccl-set", "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
     if budget is not None and budget < 0:
         raise InputError("synth export msccl-set", "--budget", budget, "must be at least 0")
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise InputError("synth export msccl-set", "--channels", channels, f"must be 1 … {MAX_CHANNELS}")
     modes = (True, False) if inplace is None else (inplace,)
     with Progress(len(set(sizes)), "auto per size", quiet=quiet, unit="size") as bar:
         built = build_set(
