@@ -11,6 +11,9 @@ from synth import generators as gen
 from synth.builtin import BUILTIN_NAMES, get_topology
 
 REPO = Path(__file__).resolve().parent.parent
+#: Real NCCL and MSCCL files, kept beside the checkout (../shared/reference/realdata, with their
+#: provenance in its SOURCES.md); tests that read them skip, saying so, when it is absent.
+REALDATA = REPO.parent / "shared" / "reference" / "realdata"
 
 
 @pytest.fixture(scope="session")
