@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from synth import generators as gen
 from synth.algorithms import METHODS, synthesize
 from synth.algorithms.engines import greedy_engine
+from synth.algorithms.engines.greedy_engine import EngineOptions
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.bounds import bound_model
@@ -72,19 +73,14 @@ def test_random_machines(topo, data):
     assert numeric_replay(schedule)
 
 
-#: module settings that put small collectives into the modes of thousands of ranks: "window-exact"
+#: engine options that put small collectives into the modes of thousands of ranks: "window-exact"
 #: scans every held chunk without bitsets, "window" a window of the oldest and newest arrivals,
 #: "sampled" also offers each link to a few random channels per step
 LARGE_MODES = {
-    "window-exact": {"EXACT_BYTES": 0},
-    "window": {"EXACT_BYTES": 0, "EXACT_CHUNKS": 0},
-    "sampled": {"EXACT_BYTES": 0, "EXACT_CHUNKS": 0, "OFFER_ALL_UP_TO": 0},
+    "window-exact": EngineOptions(exact_bytes=0),
+    "window": EngineOptions(exact_bytes=0, exact_chunks=0),
+    "sampled": EngineOptions(exact_bytes=0, exact_chunks=0, offer_all_up_to=0),
 }
-
-
-def _in_mode(mode: str, monkeypatch) -> None:
-    for name, value in LARGE_MODES[mode].items():
-        monkeypatch.setattr(greedy_engine, name, value)
 
 
 @pytest.mark.parametrize(
@@ -96,22 +92,22 @@ def _in_mode(mode: str, monkeypatch) -> None:
     ],
 )
 @pytest.mark.parametrize("kind", ["allgather", "broadcast"])
-def test_windowed_scan_of_every_chunk_chooses_as_the_bitsets_do(builtin, monkeypatch, name, make, kind):
-    """Beyond `EXACT_BYTES` the engine scans arrival lists instead of bitsets; with a window as wide
-    as the collective it must make exactly the bitsets' choices, byte for byte."""
+def test_windowed_scan_of_every_chunk_chooses_as_the_bitsets_do(builtin, name, make, kind):
+    """Beyond ``exact_bytes`` the engine scans arrival lists instead of bitsets; with a window as
+    wide as the collective it must make exactly the bitsets' choices, byte for byte."""
     topo = make(builtin)
     root = 0 if kind == "broadcast" else None
     packed = synthesize(topo, kind, "greedy", chunks=3, root=root)
-    _in_mode("window-exact", monkeypatch)
-    assert synthesize(topo, kind, "greedy", chunks=3, root=root) == packed
+    options = {"engine": LARGE_MODES["window-exact"]}
+    assert synthesize(topo, kind, "greedy", chunks=3, root=root, options=options) == packed
 
 
 @pytest.mark.parametrize("mode", sorted(LARGE_MODES))
-def test_large_modes_on_a_fat_tree(monkeypatch, mode):
+def test_large_modes_on_a_fat_tree(mode):
     topo = gen.fattree(racks=2, servers=4, gpus=8)
     exact = synthesize(topo, "allgather", "greedy", chunks=2)
-    _in_mode(mode, monkeypatch)
-    schedule = synthesize(topo, "allgather", "greedy", chunks=2, verify=False)
+    options = {"engine": LARGE_MODES[mode]}
+    schedule = synthesize(topo, "allgather", "greedy", chunks=2, options=options, verify=False)
     assert verify(schedule, topo).ok
     assert numeric_replay(schedule)
     # a narrower view costs steps, but not many
@@ -125,9 +121,8 @@ def test_large_modes_on_random_machines(topo, data):
     kind = data.draw(st.sampled_from(KINDS), label="kind")
     root = data.draw(st.integers(0, topo.num_ranks - 1), label="root") if kind in ROOTED else None
     chunks = (topo.num_ranks if kind is Kind.ALLREDUCE else 1) * data.draw(st.integers(1, 3), label="chunks")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        _in_mode(mode, monkeypatch)
-        schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, verify=False)
+    options = {"engine": LARGE_MODES[mode]}
+    schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, options=options, verify=False)
     result = verify(schedule, topo)
     assert result.ok, result.violation
     assert numeric_replay(schedule)
@@ -171,6 +166,10 @@ def test_option_errors(dgx1):
         synthesize(dgx1, "allgather", "ring", options={"seed": 1})
     with pytest.raises(ValueError, match="seeds"):
         synthesize(dgx1, "allgather", "greedy", options={"seeds": 0})
+    with pytest.raises(ValueError, match="engine"):
+        synthesize(dgx1, "allgather", "greedy", options={"engine": {"exact_bytes": 0}})
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        EngineOptions(window=0)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ carry b chunks in it (`link_capacity`). In each step:
    the others propose again, until nothing changes.
 
 Candidates are every chunk the source holds when the collective is small enough for bitsets
-(``EXACT_BYTES``), so the choice is then exact; beyond that, a window of the source's arrivals (the
+(``exact_bytes``), so the choice is then exact; beyond that, a window of the source's arrivals (the
 oldest its destination still lacks, and the newest). A switch holds nothing: a channel through
 switches is one transfer, and it uses room on every link of its path. Every (rank, chunk) is
 received at most once, so reductions follow by duality (`synth.transform.dual_reduction`).
@@ -38,35 +38,6 @@ from synth.collective import Collective, Kind
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
 from synth.topology import Topology
 
-#: Oldest-first and newest-first windows of a source's arrivals scanned per channel (each) in the
-#: windowed mode.
-WINDOW = 8
-#: Up to this many chunks, the windowed mode scans every held chunk.
-EXACT_CHUNKS = 512
-#: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order, 64 per word): one
-#: candidate matrix of (channels × chunks / 8) bytes per round, used while it stays under this size.
-EXACT_BYTES = 4 << 20
-#: Queued chunks per carrier that its channels look at (farthest from their rank first), for
-#: collectives whose chunks each have one destination (gather, scatter, alltoall).
-SINGLE_SCAN = 64
-#: A rank's link with room for c chunks per step offers them to max(OFFER_MIN, offer·c) of the
-#: channels that start with it, a fresh random draw each step (all of them when they are fewer).
-OFFER_MIN = 4
-OFFER_ALL_UP_TO = 32_768
-#: A channel offers its share of the room into its destination plus this many chunks per round.
-SHARE_EXTRA = 1
-#: Arrivals a pointer looks ahead at most at once when skipping what its destination holds.
-ADVANCE_SPAN = 64
-#: Passes over the links when settling one round's proposals (later rounds pick up the rest).
-LINK_PASSES = 6
-#: Proposal rounds per step at most (a step normally settles in a few).
-MAX_ROUNDS = 64
-#: Chunks a channel proposes at once, at most (when its links have room for several).
-MULTI = 8
-#: The rarity order of the bitsets is recomputed every this many steps (deliveries in between are
-#: added to the bitsets as they happen).
-REORDER_EVERY = 1
-
 _SINGLE_TARGET = (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)
 
 #: position of the first set bit of a byte, counting from the most significant (packbits order)
@@ -74,19 +45,69 @@ _FIRST_BIT = np.array([0] + [8 - b.bit_length() for b in range(1, 256)], dtype=n
 
 
 @dataclass(frozen=True)
+class EngineOptions:
+    """The thresholds that decide how the engine chooses its candidates, and the knobs of its step
+    loop. The defaults are the values every schedule of `synth` is made with; tests change the
+    thresholds to put small collectives into the code paths of thousands of ranks."""
+
+    #: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order, 64 per
+    #: word): one candidate matrix of (channels × chunks / 8) bytes per round, used while it stays
+    #: at most this size; beyond it, the windowed scan of arrival lists.
+    exact_bytes: int = 4 << 20
+    #: Up to this many chunks, the windowed scan looks at every held chunk (its window is as wide
+    #: as the collective).
+    exact_chunks: int = 512
+    #: Up to this many channels, every channel takes part in every step; beyond, offers are
+    #: sampled (``sampled_offer``) and windows are ``sampled_window`` wide.
+    offer_all_up_to: int = 32_768
+    #: Oldest-first and newest-first arrivals of a source scanned per channel (each) in the
+    #: windowed mode, and the same beyond ``offer_all_up_to`` channels.
+    window: int = 8
+    sampled_window: int = 4
+    #: Beyond ``offer_all_up_to`` channels, a rank's link with room for c chunks per step offers
+    #: them to max(``offer_min``, sampled_offer·c) of the channels that start with it, a fresh
+    #: random draw each step (all of them when they are fewer).
+    sampled_offer: int = 4
+    offer_min: int = 4
+    #: Queued chunks per carrier that its channels look at (farthest from their rank first), for
+    #: collectives whose chunks each have one destination (gather, scatter, alltoall).
+    single_scan: int = 64
+    #: A channel offers its share of the room into its destination plus this many chunks per round.
+    share_extra: int = 1
+    #: Arrivals a pointer looks ahead at most at once when skipping what its destination holds.
+    advance_span: int = 64
+    #: Passes over the links when settling one round's proposals (later rounds pick up the rest).
+    link_passes: int = 6
+    #: Proposal rounds per step at most (a step normally settles in a few).
+    max_rounds: int = 64
+    #: Chunks a channel proposes at once, at most (when its links have room for several).
+    multi: int = 8
+    #: The rarity order of the bitsets is recomputed every this many steps (deliveries in between
+    #: are added to the bitsets as they happen).
+    reorder_every: int = 1
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            least = 0 if name in ("exact_bytes", "exact_chunks", "offer_all_up_to", "share_extra") else 1
+            if name == "advance_span":
+                least = 8  # a pointer first looks 8 arrivals ahead: the arrival lists are padded by this
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"greedy engine option {name} must be an integer >= {least}, got {value!r}")
+
+    def samples_offers(self, channels: int) -> bool:
+        """Whether a run over ``channels`` channels samples the channels that take part in a step."""
+        return channels > self.offer_all_up_to
+
+
+@dataclass(frozen=True)
 class Plan:
     """How one greedy run is set up: random ``seed``, link room multiplier ``quantum`` (a link of
-    the reference bandwidth carries ``quantum`` chunks per step) and the candidate ``window``."""
+    the reference bandwidth carries ``quantum`` chunks per step) and the engine's ``options``."""
 
     seed: int = 0
     quantum: int = 1
-    #: oldest and newest arrivals scanned per channel (each) in the windowed mode; None: `WINDOW`,
-    #: or half of it beyond `OFFER_ALL_UP_TO` channels
-    window: int | None = None
-    #: channels leaving a rank over one link that take part in a step: at most this many per chunk
-    #: of the link's room (and never fewer than ``OFFER_MIN``), drawn at random each step; None:
-    #: every channel while there are at most `OFFER_ALL_UP_TO`, else 4
-    offer: int | None = None
+    engine: EngineOptions = EngineOptions()
 
 
 def link_capacity(topology: Topology, channels: PathChannels, quantum: int) -> tuple[np.ndarray, float]:
@@ -236,10 +257,12 @@ class _Engine:
             self.moving = np.zeros(g, dtype=bool)
         else:
             self.want = self.lacking.sum(axis=0).astype(np.float64)
-        window = plan.window or (WINDOW if channels.count <= OFFER_ALL_UP_TO else WINDOW // 2)
-        self.window = g if g <= EXACT_CHUNKS else window
-        self.newest = 0 if g <= EXACT_CHUNKS else window
-        self.packed = not self.single and channels.count * ((g + 7) // 8) <= EXACT_BYTES
+        self.options = options = plan.engine
+        sampled = options.samples_offers(channels.count)
+        window = options.sampled_window if sampled else options.window
+        self.window = g if g <= options.exact_chunks else window
+        self.newest = 0 if g <= options.exact_chunks else window
+        self.packed = not self.single and channels.count * ((g + 7) // 8) <= options.exact_bytes
         self.windowed = not self.single and not self.packed
         # every channel's links as one row, padded with a sentinel link (id = number of links)
         # that always has room: per-channel link work is then a dense gather
@@ -266,8 +289,8 @@ class _Engine:
         breaks = np.flatnonzero(np.diff(first[order])) + 1
         self.group_ptr = np.r_[0, breaks, order.size] if order.size else np.zeros(1, dtype=np.int64)
         group_link = first[order[self.group_ptr[:-1]]] if order.size else np.zeros(0, dtype=np.int64)
-        offer = plan.offer if plan.offer is not None else (None if channels.count <= OFFER_ALL_UP_TO else 4)
-        self.group_limit = np.maximum(OFFER_MIN, (offer or 0) * self.cap[group_link])
+        offer = options.sampled_offer if sampled else None
+        self.group_limit = np.maximum(options.offer_min, (offer or 0) * self.cap[group_link])
         self.offer_all = offer is None or bool(np.all(np.diff(self.group_ptr) <= self.group_limit))
 
     # ------------------------------------------------------------------------------- set-up
@@ -278,7 +301,7 @@ class _Engine:
         then g), ``missing`` (the rank does not hold the chunk) and ``state`` (one byte per
         (rank, chunk): held 1, arriving this step 2, lacking 4)."""
         r, g = self.r, self.g
-        pad = max(ADVANCE_SPAN, self.window + self.newest)
+        pad = max(self.options.advance_span, self.window + self.newest)
         self.arrival_stride, self.state_stride = g + pad, g + 1
         # flat indices into these arrays fit in 32 bits unless the collective is huge
         index = np.int32 if r * (g + pad) < 2**31 else np.int64
@@ -332,7 +355,7 @@ class _Engine:
             propose = self._propose_packed if self.packed else self._propose_window
         taken_ch: list[np.ndarray] = []
         taken_c: list[np.ndarray] = []
-        for round_ in range(MAX_ROUNDS):
+        for round_ in range(self.options.max_rounds):
             if alive.size == 0:
                 break
             # room left on the fullest link of each channel (before the first round: all of it)
@@ -345,8 +368,8 @@ class _Engine:
             # channels into one rank do not all offer the same chunks
             last = self.last_link[alive]
             sharing = np.bincount(last, minlength=room.size)[last]
-            share = -(-room[last] // sharing) + SHARE_EXTRA
-            offer = np.minimum(np.minimum(free, share), MULTI)
+            share = -(-room[last] // sharing) + self.options.share_extra
+            offer = np.minimum(np.minimum(free, share), self.options.multi)
             row, chunk, score, into, has = propose(alive, offer, chunk_noise)
             props = alive[row]
             alive = alive[has]  # a channel with nothing to offer stays out for this step
@@ -369,7 +392,7 @@ class _Engine:
 
     def _offered(self) -> np.ndarray:
         """The channels taking part in this step: for each link out of a rank, a random cyclic run
-        of at most max(OFFER_MIN, offer·room) of the channels starting with it."""
+        of at most max(offer_min, sampled_offer·room) of the channels starting with it."""
         if self.offer_all:
             return np.arange(self.ch.count)
         size = np.diff(self.group_ptr)
@@ -397,14 +420,14 @@ class _Engine:
             found, first = _first_true(fresh)
             self.ptr[todo] = at + np.where(found, first, width)
             todo = todo[~found]
-            width = min(2 * width, ADVANCE_SPAN)
+            width = min(2 * width, self.options.advance_span)
 
     def _pack(self, chunk_noise: np.ndarray) -> None:
         """Bitsets of who holds what, with the chunks in rarity order (most wanted first, ties in
         a random order), so a channel's best chunk is its first candidate bit. The order is
-        recomputed every `REORDER_EVERY` steps; in between, deliveries are set in place."""
+        recomputed every ``reorder_every`` steps (`EngineOptions`); in between, deliveries are set in place."""
         self.steps_packed = getattr(self, "steps_packed", -1) + 1
-        if self.steps_packed % REORDER_EVERY:
+        if self.steps_packed % self.options.reorder_every:
             self.incoming_bits.fill(0)
             return
         self._rarity_ranks(chunk_noise)
@@ -540,7 +563,7 @@ class _Engine:
         src, dst = ch.src[chans], ch.dst[chans]
         lo = self.queue_ptr[src]
         n = self.queue_ptr[src + 1] - lo
-        width = int(min(n.max(), SINGLE_SCAN))
+        width = int(min(n.max(), self.options.single_scan))
         cols = np.arange(width)[None, :]
         ok = cols < n[:, None]
         chunk = self.queue[np.minimum(lo[:, None] + cols, self.queue.size - 1)]
@@ -588,7 +611,7 @@ class _Engine:
         left = room.copy()
         pending = np.ones(cand.size, dtype=bool)
         accepted = np.zeros(cand.size, dtype=bool)
-        for _ in range(LINK_PASSES):
+        for _ in range(self.options.link_passes):
             first = np.flatnonzero(np.r_[True, s_link[1:] != s_link[:-1]])
             rank = np.arange(s_link.size) - np.repeat(first, np.diff(np.r_[first, s_link.size]))
             blocked = np.zeros(cand.size, dtype=bool)
