@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from synth import generators as gen
 from synth.algorithms import METHODS, synthesize
-from synth.algorithms.engines import greedy_engine
 from synth.algorithms.engines.greedy_engine import EngineOptions
+from synth.algorithms.engines.greedy_engine.bitwords import first_true
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.bounds import bound_model
@@ -221,7 +221,7 @@ def test_first_true_over_words_matches_numpy(width):
     flags = rng.random((500, width)) < rng.choice([0.0, 0.01, 0.2], size=(500, 1))
     flags[:2] = False
     flags[1, -1] = True  # only the last flag: the last byte of the last word
-    found, first = greedy_engine._first_true(flags)
+    found, first = first_true(flags)
     assert np.array_equal(found, flags.any(axis=1))
     assert np.array_equal(first[found], flags.argmax(axis=1)[found])
     assert not found[0] and first[1] == width - 1

@@ -1,113 +1,19 @@
-"""The greedy engine: step by step, every free channel carries a chunk that its destination (or a
-rank beyond it) still needs.
-
-This is the time-expanded link–chunk matching of TACOS, made step-synchronous (FORMATS.md) and
-vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
-carry b chunks in it (`link_capacity`). In each step:
-
-1. every channel (`synth.algorithms.engines.path_channels`) whose links all have room proposes one chunk that
-   its source holds and that is useful beyond it: its destination needs the chunk, or (gather,
-   scatter, alltoall) the destination is closer to the rank that needs it;
-2. a channel prefers chunks that its destination's *neighbourhood* lacks altogether: a channel
-   over a NIC into a server, chunks no GPU of the server has; through a spine into a rack, chunks
-   the rack lacks (the neighbourhoods are the ranks the destination reaches over more local
-   channels: fewer links, or as many but faster). So long-haul links bring new data in, once, and
-   the local ones spread it. Within that, it takes the chunk that the most ranks still lack (rarest
-   first), or for chunks with one destination the one farthest from it, ties broken by a random
-   order from the seed;
-3. proposals for the same (destination, chunk), or bringing the same chunk into the same
-   neighbourhood, keep the best one; on every link the best proposals up to its remaining room win;
-   the others propose again, until nothing changes.
-
-Candidates are every chunk the source holds when the collective is small enough for bitsets
-(``exact_bytes``), so the choice is then exact; beyond that, a window of the source's arrivals (the
-oldest its destination still lacks, and the newest). A switch holds nothing: a channel through
-switches is one transfer, and it uses room on every link of its path. Every (rank, chunk) is
-received at most once, so reductions follow by duality (`synth.transform.dual_reduction`).
-"""
+"""The greedy engine's step loop (see the package docstring for what it does)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
+from synth.algorithms.engines.greedy_engine.bitwords import bit_masks, first_bits, first_true, pack_words
+from synth.algorithms.engines.greedy_engine.options import Plan
 from synth.algorithms.engines.path_channels import PathChannels
 from synth.collective import Collective, Kind
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
 from synth.topology import Topology
 
 _SINGLE_TARGET = (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)
-
-#: position of the first set bit of a byte, counting from the most significant (packbits order)
-_FIRST_BIT = np.array([0] + [8 - b.bit_length() for b in range(1, 256)], dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """The thresholds that decide how the engine chooses its candidates, and the knobs of its step
-    loop. The defaults are the values every schedule of `synth` is made with; tests change the
-    thresholds to put small collectives into the code paths of thousands of ranks."""
-
-    #: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order, 64 per
-    #: word): one candidate matrix of (channels × chunks / 8) bytes per round, used while it stays
-    #: at most this size; beyond it, the windowed scan of arrival lists.
-    exact_bytes: int = 4 << 20
-    #: Up to this many chunks, the windowed scan looks at every held chunk (its window is as wide
-    #: as the collective).
-    exact_chunks: int = 512
-    #: Up to this many channels, every channel takes part in every step; beyond, offers are
-    #: sampled (``sampled_offer``) and windows are ``sampled_window`` wide.
-    offer_all_up_to: int = 32_768
-    #: Oldest-first and newest-first arrivals of a source scanned per channel (each) in the
-    #: windowed mode, and the same beyond ``offer_all_up_to`` channels.
-    window: int = 8
-    sampled_window: int = 4
-    #: Beyond ``offer_all_up_to`` channels, a rank's link with room for c chunks per step offers
-    #: them to max(``offer_min``, sampled_offer·c) of the channels that start with it, a fresh
-    #: random draw each step (all of them when they are fewer).
-    sampled_offer: int = 4
-    offer_min: int = 4
-    #: Queued chunks per carrier that its channels look at (farthest from their rank first), for
-    #: collectives whose chunks each have one destination (gather, scatter, alltoall).
-    single_scan: int = 64
-    #: A channel offers its share of the room into its destination plus this many chunks per round.
-    share_extra: int = 1
-    #: Arrivals a pointer looks ahead at most at once when skipping what its destination holds.
-    advance_span: int = 64
-    #: Passes over the links when settling one round's proposals (later rounds pick up the rest).
-    link_passes: int = 6
-    #: Proposal rounds per step at most (a step normally settles in a few).
-    max_rounds: int = 64
-    #: Chunks a channel proposes at once, at most (when its links have room for several).
-    multi: int = 8
-    #: The rarity order of the bitsets is recomputed every this many steps (deliveries in between
-    #: are added to the bitsets as they happen).
-    reorder_every: int = 1
-
-    def __post_init__(self) -> None:
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            least = 0 if name in ("exact_bytes", "exact_chunks", "offer_all_up_to", "share_extra") else 1
-            if name == "advance_span":
-                least = 8  # a pointer first looks 8 arrivals ahead: the arrival lists are padded by this
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"greedy engine option {name} must be an integer >= {least}, got {value!r}")
-
-    def samples_offers(self, channels: int) -> bool:
-        """Whether a run over ``channels`` channels samples the channels that take part in a step."""
-        return channels > self.offer_all_up_to
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How one greedy run is set up: random ``seed``, link room multiplier ``quantum`` (a link of
-    the reference bandwidth carries ``quantum`` chunks per step) and the engine's ``options``."""
-
-    seed: int = 0
-    quantum: int = 1
-    engine: EngineOptions = EngineOptions()
 
 
 def link_capacity(topology: Topology, channels: PathChannels, quantum: int) -> tuple[np.ndarray, float]:
@@ -157,56 +63,12 @@ def _expand(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.n
     return owner, values[lo[owner] + offset]
 
 
-def _pack_words(bools: np.ndarray) -> np.ndarray:
-    """Rows of booleans as bits (numpy's packbits order: element 0 is the top bit of byte 0), in
-    64-bit words, so that bitwise work touches 64 chunks per operation."""
-    packed = np.packbits(bools, axis=1)
-    pad = (-packed.shape[1]) % 8
-    if pad:
-        packed = np.concatenate([packed, np.zeros((packed.shape[0], pad), dtype=np.uint8)], axis=1)
-    return np.ascontiguousarray(packed).view(np.uint64)
-
-
-def _bit_masks(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(word index, mask) of bit positions ``at`` in `_pack_words` layout."""
-    byte = at >> 3
-    shift = ((byte & 7) * 8 + (7 - (at & 7))).astype(np.uint64)
-    return byte >> 3, np.left_shift(np.uint64(1), shift)
-
-
-def _first_bits(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of a `_pack_words` matrix: whether any bit is set, and the first one's index."""
-    nonzero = words != 0
-    has = nonzero.any(axis=1)
-    first = nonzero.argmax(axis=1)
-    rows = np.arange(words.shape[0])
-    octets = words[rows, first].view(np.uint8).reshape(-1, 8)  # little-endian: byte 0 first
-    byte = (octets != 0).argmax(axis=1)
-    return has, (first * 8 + byte) * 8 + _FIRST_BIT[octets[rows, byte]]
-
-
 def _preference(at: np.ndarray, tier: np.ndarray, rungs: np.ndarray, depth: int, g: int) -> np.ndarray:
     """A candidate's score (higher is better) from its place ``at`` in rarity order and the
     ``tier`` of the largest neighbourhood of the destination it is new to (``depth``: none), for
     a channel with ``rungs`` neighbourhood tiers: new to its first tier costs nothing, each tier
     short of that costs a whole rarity order (g)."""
     return -(at + g * (tier - (depth - rungs)).clip(min=0)).astype(np.float64)
-
-
-def _first_true(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of a C-contiguous boolean matrix whose width is a multiple of 8: whether any
-    entry is true, and the first one's column. Eight flags make one 64-bit word, so this is a few
-    passes over the words instead of numpy's slow row-by-row reductions over short rows."""
-    words = flags.view(np.dtype("<u8"))  # little-endian: flag 8w + b is byte b, bit 8b of word w
-    word = words[:, -1].copy()
-    at = np.full(words.shape[0], words.shape[1] - 1, dtype=np.int64)
-    for w in range(words.shape[1] - 2, -1, -1):
-        hit = words[:, w] != 0
-        np.putmask(word, hit, words[:, w])
-        np.putmask(at, hit, w)
-    lowest = word & (~word + np.uint64(1))  # a power of two: log2 is exact
-    byte = np.log2(np.maximum(lowest, np.uint64(1)).astype(np.float64)).astype(np.int64) >> 3
-    return word != 0, at * 8 + byte
 
 
 def _smallest(cost: np.ndarray, room: np.ndarray, invalid: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -417,7 +279,7 @@ class _Engine:
             pos = (src * self.arrival_stride + at)[:, None] + np.arange(width, dtype=at.dtype)[None, :]
             # the sentinel after a rank's last arrival is missing everywhere: every row stops there
             fresh = np.take(self.missing, dst[:, None] * self.state_stride + np.take(self.arrivals, pos))
-            found, first = _first_true(fresh)
+            found, first = first_true(fresh)
             self.ptr[todo] = at + np.where(found, first, width)
             todo = todo[~found]
             width = min(2 * width, self.options.advance_span)
@@ -431,10 +293,10 @@ class _Engine:
             self.incoming_bits.fill(0)
             return
         self._rarity_ranks(chunk_noise)
-        self.hold_bits = _pack_words(self.holds[:, self.rarity_order])
+        self.hold_bits = pack_words(self.holds[:, self.rarity_order])
         self.incoming_bits = np.zeros_like(self.hold_bits)
         if self.num_clusters:
-            self.cluster_bits = _pack_words(self.cluster_hold[:, self.rarity_order])
+            self.cluster_bits = pack_words(self.cluster_hold[:, self.rarity_order])
 
     def _propose_packed(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray):
         """Exact choice of up to ``room[i]`` chunks for channel ``chans[i]``: the first ones, in
@@ -459,14 +321,14 @@ class _Engine:
             rows, at = rows[keep], at[keep]
             if rows.size == 0:
                 break
-            word, mask = _bit_masks(at)
+            word, mask = bit_masks(at)
             cand[rows, word] &= ~mask
         parts = [np.concatenate(x) for x in zip(*out)]
         return (*parts, has_any)
 
     def _best_bits(self, chans: np.ndarray, cand: np.ndarray):
         """(has, position in rarity order, score, neighbourhood) of each row's best candidate."""
-        has, at = _first_bits(cand)
+        has, at = first_bits(cand)
         depth = self.tiers.shape[1]
         tiers = self.tiers[chans]
         tier = np.full(chans.size, depth)  # which preference was met (depth: the destination only)
@@ -476,7 +338,7 @@ class _Engine:
                 rows = np.flatnonzero((tier == depth) & (tiers[:, t] >= 0) & has)
                 if rows.size == 0:
                     continue
-                found, at_t = _first_bits(cand[rows] & ~self.cluster_bits[tiers[rows, t]])
+                found, at_t = first_bits(cand[rows] & ~self.cluster_bits[tiers[rows, t]])
                 rows, at_t = rows[found], at_t[found]
                 at[rows] = at_t
                 tier[rows] = t
@@ -647,11 +509,11 @@ class _Engine:
             self.cluster_hold[cl, chunks[owner]] = True
         if self.packed:
             at = self.rarity[chunks]
-            word, mask = _bit_masks(at)
+            word, mask = bit_masks(at)
             np.bitwise_or.at(self.incoming_bits, (dst, word), mask)
             if owner is not None and owner.size:
                 at = at[owner]
-                word, mask = _bit_masks(at)
+                word, mask = bit_masks(at)
                 np.bitwise_or.at(self.cluster_bits, (cl, word), mask)
 
     def _deliver(self, dst: np.ndarray, chunks: np.ndarray) -> None:
@@ -669,7 +531,7 @@ class _Engine:
             self.count += np.bincount(d, minlength=self.r).astype(self.count.dtype)
         if self.packed:
             at = self.rarity[chunks]
-            word, mask = _bit_masks(at)
+            word, mask = bit_masks(at)
             np.bitwise_or.at(self.hold_bits, (dst, word), mask)
         needed = self.lacking[dst, chunks]
         self.lacking[dst, chunks] = False
