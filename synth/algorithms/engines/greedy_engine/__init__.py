@@ -24,9 +24,46 @@ Candidates are every chunk the source holds when the collective is small enough 
 oldest its destination still lacks, and the newest). A switch holds nothing: a channel through
 switches is one transfer, and it uses room on every link of its path. Every (rank, chunk) is
 received at most once, so reductions follow by duality (`synth.transform.dual_reduction`).
+
+The modules:
+
+- `options`: `Plan` (seed, link room multiplier, `EngineOptions`) and `EngineOptions`, the
+  thresholds that choose the proposal mode (``exact_bytes``, ``exact_chunks``,
+  ``offer_all_up_to``) and the knobs of the step loop, with the values every schedule is made with
+  as defaults;
+- `state`: `SharedState`, what every mode reads and the step loop updates (who holds and lacks
+  what, what each neighbourhood holds, the links' room in `LinkRoom`);
+- `engine`: the step loop (`Engine`), the choice of mode (`proposer_class`), the contest between
+  proposals, and `disseminate`, which turns the steps into a schedule;
+- `proposer`: the interface of a mode (`Proposer`: ``start_step``, ``propose``, ``accept``,
+  ``deliver``) and the rarest-first base (`RarestFirstProposer`);
+- `proposals_single_target`: gather, scatter, alltoall (each chunk has one destination);
+- `proposals_bitset`: rarest first over every held chunk, as bitsets (exact);
+- `proposals_window`: rarest first over windows of arrival lists (thousands of ranks), with the
+  per-(rank, chunk) flags `ChunkState`;
+- `offers`: which channels take part in a step (all, or a random few per link: *sampled*);
+- `bitwords`: bit and flag scans over 64-bit words.
 """
 
-from synth.algorithms.engines.greedy_engine.engine import disseminate, link_capacity
+from synth.algorithms.engines.greedy_engine.engine import Engine, disseminate, proposer_class
 from synth.algorithms.engines.greedy_engine.options import EngineOptions, Plan
+from synth.algorithms.engines.greedy_engine.proposals_bitset import BitsetProposer
+from synth.algorithms.engines.greedy_engine.proposals_single_target import SingleTargetProposer
+from synth.algorithms.engines.greedy_engine.proposals_window import ChunkState, WindowProposer
+from synth.algorithms.engines.greedy_engine.proposer import Proposer
+from synth.algorithms.engines.greedy_engine.state import SharedState, link_capacity
 
-__all__ = ["EngineOptions", "Plan", "disseminate", "link_capacity"]
+__all__ = [
+    "BitsetProposer",
+    "ChunkState",
+    "Engine",
+    "EngineOptions",
+    "Plan",
+    "Proposer",
+    "SharedState",
+    "SingleTargetProposer",
+    "WindowProposer",
+    "disseminate",
+    "link_capacity",
+    "proposer_class",
+]
