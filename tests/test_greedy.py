@@ -10,13 +10,21 @@ from hypothesis import strategies as st
 
 from synth import generators as gen
 from synth.algorithms import METHODS, synthesize
-from synth.algorithms.engines.greedy_engine import EngineOptions
+from synth.algorithms.engines.greedy_engine import (
+    BitsetProposer,
+    EngineOptions,
+    Plan,
+    SingleTargetProposer,
+    WindowProposer,
+    disseminate,
+    proposer_class,
+)
 from synth.algorithms.engines.greedy_engine.bitwords import first_true
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
-from synth.collective import ROOTED, Kind
+from synth.collective import ROOTED, Collective, Kind
 from synth.errors import NotApplicable
 from synth.verify import verify
 
@@ -100,6 +108,49 @@ def test_windowed_scan_of_every_chunk_chooses_as_the_bitsets_do(builtin, name, m
     packed = synthesize(topo, kind, "greedy", chunks=3, root=root)
     options = {"engine": LARGE_MODES["window-exact"]}
     assert synthesize(topo, kind, "greedy", chunks=3, root=root, options=options) == packed
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("fattree", lambda b: gen.fattree(racks=2, servers=4, gpus=8)),
+        ("torus6x6", lambda b: gen.torus(6, 6)),
+        ("dgx-a100x4", lambda b: b("dgx-a100x4")),
+    ],
+)
+@pytest.mark.parametrize("kind", [Kind.ALLGATHER, Kind.BROADCAST])
+def test_proposer_classes_agree_where_they_must(builtin, name, make, kind):
+    """The bitset and the windowed proposers score the same candidates the same way: given every
+    held chunk (the window of at most ``exact_chunks`` chunks, or oldest-first windows as wide as
+    the collective) they make byte-identical schedules; so does a run whose sampled offers reach
+    every channel."""
+    topo = make(builtin)
+    collective = Collective(kind, topo.num_ranks, 3, 0 if kind is Kind.BROADCAST else None)
+    channels = channels_for(topo)
+
+    def run(proposer, **options):
+        plan = Plan(seed=1, engine=EngineOptions(**options))
+        return disseminate(topo, collective, channels, plan, "greedy", proposer=proposer)
+
+    bitsets = run(BitsetProposer)
+    assert proposer_class(collective, channels, EngineOptions()) is BitsetProposer
+    assert run(WindowProposer) == bitsets
+    assert run(WindowProposer, exact_chunks=0, window=collective.num_chunks) == bitsets
+    assert run(BitsetProposer, offer_all_up_to=0, sampled_offer=channels.count) == bitsets
+    if kind is Kind.ALLGATHER:  # a narrower view is a different choice: the comparisons above can fail
+        assert run(WindowProposer, exact_chunks=0, window=1) != bitsets
+
+
+def test_thresholds_choose_the_proposer():
+    topo = gen.fattree(racks=2, servers=4, gpus=8)
+    channels = channels_for(topo)
+    allgather = Collective(Kind.ALLGATHER, topo.num_ranks, 2)
+    matrix = channels.count * ((allgather.num_chunks + 7) // 8)  # bytes of one candidate bitset matrix
+    assert proposer_class(allgather, channels, EngineOptions(exact_bytes=matrix)) is BitsetProposer
+    assert proposer_class(allgather, channels, EngineOptions(exact_bytes=matrix - 1)) is WindowProposer
+    for kind in (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL):
+        collective = Collective(kind, topo.num_ranks, 1, 0 if kind in ROOTED else None)
+        assert proposer_class(collective, channels, EngineOptions(exact_bytes=0)) is SingleTargetProposer
 
 
 @pytest.mark.parametrize("mode", sorted(LARGE_MODES))
