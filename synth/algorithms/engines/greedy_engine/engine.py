@@ -118,7 +118,8 @@ class Engine:
                 break
             wc, wk = props[win], proposals.chunk[win]
             dst = ch.dst[wc]
-            proposer.accept(dst, wk, shared.accept(dst, wk))
+            entered = shared.accept(dst, wk)  # the neighbourhoods' holdings, then the mode's own state
+            proposer.accept(dst, wk, entered)
             room -= np.bincount(links.link_table[wc].ravel(), minlength=room.size)
             taken_ch.append(wc)
             taken_c.append(wk)
@@ -127,7 +128,8 @@ class Engine:
         chans = np.concatenate(taken_ch)
         chunks = np.concatenate(taken_c)
         dst = ch.dst[chans]
-        proposer.deliver(dst, chunks, shared.deliver(dst, chunks))
+        needed = shared.deliver(dst, chunks)
+        proposer.deliver(dst, chunks, needed)
         return chans, chunks
 
     def _settle(self, props: np.ndarray, proposals: Proposals, channel_noise: np.ndarray, room: np.ndarray) -> np.ndarray:

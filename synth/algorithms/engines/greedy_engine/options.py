@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """The thresholds that decide how the engine chooses its candidates, and the knobs of its step
-    loop. The defaults are the values every schedule of `synth` is made with; tests change the
-    thresholds to put small collectives into the code paths of thousands of ranks."""
+    """The thresholds that decide how the engine chooses its candidates (`engine.proposer_class`:
+    bitsets or windows; whether offers are sampled), and the knobs of its step loop. The defaults
+    are the values every schedule of `synth` is made with; tests change the thresholds to put
+    small collectives into the code paths of thousands of ranks."""
 
     #: Rarest-first over every held chunk uses bitsets of the chunks (in rarity order, 64 per
     #: word): one candidate matrix of (channels × chunks / 8) bytes per round, used while it stays
@@ -23,7 +24,8 @@ class EngineOptions:
     #: sampled (``sampled_offer``) and windows are ``sampled_window`` wide.
     offer_all_up_to: int = 32_768
     #: Oldest-first and newest-first arrivals of a source scanned per channel (each) in the
-    #: windowed mode, and the same beyond ``offer_all_up_to`` channels.
+    #: windowed mode beyond ``exact_chunks`` chunks; ``sampled_window`` instead when offers are
+    #: sampled.
     window: int = 8
     sampled_window: int = 4
     #: Beyond ``offer_all_up_to`` channels, a rank's link with room for c chunks per step offers
@@ -65,7 +67,8 @@ class EngineOptions:
 @dataclass(frozen=True)
 class Plan:
     """How one greedy run is set up: random ``seed``, link room multiplier ``quantum`` (a link of
-    the reference bandwidth carries ``quantum`` chunks per step) and the engine's ``options``."""
+    the reference bandwidth carries ``quantum`` chunks per step) and ``engine``, the engine's
+    thresholds and knobs."""
 
     seed: int = 0
     quantum: int = 1
