@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -64,6 +65,26 @@ def fault_from_env(rank: int) -> Fault | None:
         raise ValueError(f"{FAULT_ENV}={text!r}: expected RANK:STEP:KIND with KIND one of {', '.join(FAULT_KINDS)}")
     fault = Fault(int(parts[0]), int(parts[1]), parts[2])
     return fault if fault.rank == rank else None
+
+
+class sigterm_as_interrupt:
+    """Within it, SIGTERM ends a run like Ctrl-C: the backend stops its processes and removes its
+    shared memory on the way out (a `KeyboardInterrupt`). Only in the main thread."""
+
+    def __enter__(self):
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+        return False
 
 
 def signal_name(number: int) -> str:

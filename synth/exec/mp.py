@@ -31,6 +31,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import shared_memory
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,8 +39,13 @@ from synth.exec import data
 from synth.exec.faults import ExecutionError, Fault, fault_from_env, signal_name
 from synth.exec.layout import Layout
 from synth.exec.program import NONE, RECV, SEND, WORK, Program
-from synth.exec.report import Measurement
+from synth.exec.report import Measurement, Row
 from synth.schedule import OP_COPY
+
+if TYPE_CHECKING:
+    from synth.exec.settings import RunSettings
+
+NAME = "mp"
 
 SHM_PREFIX = "synth-exec-"
 SCRATCH = 3
@@ -546,4 +552,47 @@ def call(
     return outputs
 
 
-__all__ = ["NONE", "SHM_PREFIX", "Job", "call", "execute", "run_sizes"]
+def check_available() -> None:
+    """Nothing to check: the backend needs only this package (and fork, as every POSIX system)."""
+
+
+def run(
+    settings: RunSettings,
+    *,
+    on_start: Callable[[str, str | None], None] | None = None,
+    on_result: Callable[[int, Row], None] | None = None,
+) -> list[Row]:
+    """The backend contract (docs/executors.md, "Backends"): run ``settings`` (a verified
+    schedule) on one process per rank, one job per data type and operator; returns one `Row` per
+    case, handing each to ``on_result(index, row)`` as it finishes (``on_start(description,
+    None)`` first). Raises `ExecutionError` (rank and step) or `KeyboardInterrupt`, with every
+    process stopped and every segment removed."""
+    if on_start is not None:
+        on_start(f"mp: {settings.schedule.collective.num_ranks} processes on this machine, shared memory", None)
+    program = Program(settings.schedule)
+    groups: dict[tuple, list[int]] = {}
+    for index, case in enumerate(settings.cases):
+        groups.setdefault((case.layout.dtype.str, case.op.name if case.op else None), []).append(index)
+    rows: dict[int, Row] = {}
+    for indices in groups.values():
+
+        def show(i: int, m: Measurement, indices=indices) -> None:
+            rows[indices[i]] = Row(m)
+            if on_result is not None:
+                on_result(indices[i], rows[indices[i]])
+
+        layouts = [settings.cases[i].layout for i in indices]
+        run_sizes(
+            program,
+            layouts,
+            settings.cases[indices[0]].op,
+            warmup=settings.warmup,
+            iters=settings.iters,
+            seed=settings.seed,
+            timeout=settings.timeout,
+            on_result=show,
+        )
+    return [rows[i] for i in range(len(settings.cases))]
+
+
+__all__ = ["NAME", "NONE", "SHM_PREFIX", "Job", "call", "check_available", "execute", "run", "run_sizes"]

@@ -17,8 +17,9 @@ Use it from your own mpi4py program::
     from synth.exec.mpi import execute
     execute(schedule, MPI.COMM_WORLD, sendbuf, recvbuf, op="sum")
 
-or run the nccl-tests style benchmark: ``mpiexec -n R python -m synth.exec.mpi SCHEDULE …`` (the
-options of ``synth run``).
+The nccl-tests style benchmark over these plans is `synth.exec.mpi.ranks` (``mpiexec -n R python
+-m synth.exec.mpi SCHEDULE …``, the options of ``synth run``); `synth.exec.mpi.launch` starts it
+for ``synth run --backend mpi`` and watches it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +41,9 @@ from synth.exec.faults import ExecutionError, describe_position, fault_from_env,
 from synth.exec.layout import Layout
 from synth.exec.program import RECV, SEND, Program
 from synth.schedule import OP_COPY, Schedule
+
+if TYPE_CHECKING:
+    from synth.exec.mpi.board import Board
 
 try:  # mpi4py is an optional dependency (the ``mpi`` extra)
     from mpi4py import MPI
@@ -64,16 +69,16 @@ class Progress:
     them), ``2s+2`` in step s outside communication (a fault injected there). A killed rank's
     peers wait for it; the launcher tells them from a rank that was not waiting.
 
-    With ``path`` (set by ``synth run --backend mpi``) the figures live in a small shared file,
-    one 64-byte row per rank (size, call, phase, beat, pid), which the launcher reads when a rank
-    dies; the rank also lists the MPI library's shared-memory files beside it (``path.shm``), so
-    that the launcher can remove them if the job ends abnormally."""
+    With a ``board`` (``synth run --backend mpi``) the figures live in the rank's row of the board
+    (`synth.exec.mpi.board`), which the launcher reads when a rank dies; the rank also lists the
+    MPI library's shared-memory files beside it (``board.path + ".shm"``), so that the launcher
+    can remove them if the job ends abnormally."""
 
-    def __init__(self, rank: int, path: str | None = None):
+    def __init__(self, rank: int, board: Board | None = None):
         self.rank = rank
-        self.path = path
-        if path:
-            row = np.memmap(path, dtype=np.int64, mode="r+", offset=rank * 64, shape=(8,))
+        self.path = board.path if board is not None else None
+        if board is not None:
+            row = board.row(rank)
             row[4] = os.getpid()
             self.cells = row[:4]
         else:
@@ -443,18 +448,6 @@ def native_call(layout: Layout, comm, op: data.ReduceOp | None, send: np.ndarray
     return calls[kind]
 
 
-NATIVE_NAMES = {
-    Kind.ALLREDUCE: "MPI_Allreduce",
-    Kind.REDUCE: "MPI_Reduce",
-    Kind.BROADCAST: "MPI_Bcast",
-    Kind.ALLGATHER: "MPI_Allgather",
-    Kind.GATHER: "MPI_Gather",
-    Kind.SCATTER: "MPI_Scatter",
-    Kind.REDUCE_SCATTER: "MPI_Reduce_scatter_block",
-    Kind.ALLTOALL: "MPI_Alltoall",
-}
-
-
 # =========================================================================== watchdog
 class Watchdog:
     """A thread that ends the whole job (``MPI_Abort``) when this rank makes no progress, after
@@ -506,9 +499,3 @@ def fail(comm, message: str, code: int = 3) -> None:
 
 
 __all__ = ["BoundPlan", "ExecutionError", "Executor", "Progress", "execute", "native_call"]
-
-
-if __name__ == "__main__":  # mpiexec -n R python -m synth.exec.mpi SCHEDULE [options of synth run]
-    from synth.cli.run import rank_main
-
-    rank_main()
