@@ -382,6 +382,7 @@ _FENCE_LOCK = None
 def _rank_main(rank: int, job: Job, shared: _Shared, arena: _Arena, parent: int) -> None:
     """Process entry point of one rank: run, record a failure, never print a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when everyone stops
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by the parent around fork
     line = shared.lines[rank]
     code = 0
     try:
@@ -441,10 +442,17 @@ def execute(
         if fill is not None:
             fill(lambda rank, kind, n: arena.region(shared.arena, rank, kind, n))
         parent = os.getpid()
-        for rank in range(r):
-            proc = ctx.Process(target=_rank_main, args=(rank, job, shared, arena, parent), name=f"synth-rank-{rank}", daemon=True)
-            proc.start()
-            procs.append(proc)
+        # A Ctrl-C while the ranks start waits until they are all started and listed (so that
+        # the ``finally`` below stops them all), and never reaches a rank before it ignores it.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for rank in range(r):
+                args = (rank, job, shared, arena, parent)
+                proc = ctx.Process(target=_rank_main, args=args, name=f"synth-rank-{rank}", daemon=True)
+                proc.start()
+                procs.append(proc)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         results = _watch(job, shared, procs, timeout, on_result)
         if collect is not None:
             collect(lambda rank, kind, n: arena.region(shared.arena, rank, kind, n))
