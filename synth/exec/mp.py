@@ -30,7 +30,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -382,7 +382,7 @@ _FENCE_LOCK = None
 def _rank_main(rank: int, job: Job, shared: _Shared, arena: _Arena, parent: int) -> None:
     """Process entry point of one rank: run, record a failure, never print a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when everyone stops
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by the parent around fork
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by the parent around fork
     line = shared.lines[rank]
     code = 0
     try:
@@ -436,35 +436,40 @@ def execute(
     ctx = multiprocessing.get_context("fork")
     if not _TSO and _FENCE_LOCK is None:
         _FENCE_LOCK = ctx.Lock()
-    shared = _Shared(job, arena)
     procs: list = []
+    shared: _Shared | None = None
+    # A Ctrl-C (or a SIGTERM, which ``synth run`` turns into one) while the segments are made and
+    # the ranks start waits until they all are, and listed, so that the ``finally`` below removes
+    # and stops them all; and a Ctrl-C never reaches a rank before it ignores it. (Python's
+    # resource tracker, which every segment registers with, unblocks both signals when it starts
+    # its process: so it is started first.)
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
+        shared = _Shared(job, arena)
         if fill is not None:
             fill(lambda rank, kind, n: arena.region(shared.arena, rank, kind, n))
         parent = os.getpid()
-        # A Ctrl-C while the ranks start waits until they are all started and listed (so that
-        # the ``finally`` below stops them all), and never reaches a rank before it ignores it.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            for rank in range(r):
-                args = (rank, job, shared, arena, parent)
-                proc = ctx.Process(target=_rank_main, args=args, name=f"synth-rank-{rank}", daemon=True)
-                proc.start()
-                procs.append(proc)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for rank in range(r):
+            args = (rank, job, shared, arena, parent)
+            proc = ctx.Process(target=_rank_main, args=args, name=f"synth-rank-{rank}", daemon=True)
+            proc.start()
+            procs.append(proc)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # an interrupt that came meanwhile lands here
         results = _watch(job, shared, procs, timeout, on_result)
         if collect is not None:
             collect(lambda rank, kind, n: arena.region(shared.arena, rank, kind, n))
         return results
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for proc in procs:
             if proc.exitcode is None:
                 proc.kill()
         for proc in procs:
             proc.join()
             proc.close()
-        shared.release()
+        if shared is not None:
+            shared.release()
 
 
 def _watch(job: Job, shared: _Shared, procs: list, timeout: float, on_result) -> list[Measurement]:
