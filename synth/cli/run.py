@@ -18,7 +18,7 @@ import click
 from synth.cli._util import verify_or_exit
 from synth.errors import InputError
 from synth.exec.backends import BACKENDS, backend
-from synth.exec.faults import sigterm_as_interrupt
+from synth.exec.faults import ExecutionError, sigterm_as_interrupt
 from synth.exec.report import Row, table_footer, table_header, table_row
 from synth.exec.settings import RunSettings, parse_run_sizes, run_options
 
@@ -54,8 +54,13 @@ def run_cmd(backend_name, schedule, **options):
         op = settings.cases[index].op
         click.echo(table_row(row.ours, op.name if op else None, row.native, with_native=with_native))
 
-    with sigterm_as_interrupt():
-        rows = chosen.run(settings, on_start=start, on_result=show)
+    try:
+        with sigterm_as_interrupt():
+            rows = chosen.run(settings, on_start=start, on_result=show)
+    except ExecutionError as exc:  # one line per failing rank; the first failure's is the error
+        for line in exc.others:
+            click.echo(f"synth: {line}", err=True)
+        raise
     native = [row.native for row in rows if row.native is not None]
     for line in table_footer([row.ours for row in rows], native or None):
         click.echo(line)

@@ -27,7 +27,6 @@ import platform
 import secrets
 import signal
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from synth.exec import data
-from synth.exec.faults import ExecutionError, Fault, fault_from_env, signal_name
+from synth.exec.faults import ExecutionError, Fault, describe_exception, fault_from_env, signal_name
 from synth.exec.layout import Layout
 from synth.exec.program import NONE, RECV, SEND, WORK, Program
 from synth.exec.report import Measurement, Row
@@ -316,9 +315,8 @@ class _Rank:
                 self.barrier()
                 self.call(bound)
                 continue
-            send = data.send_data(layout, rank, job.op, job.seed)
-            if send is not None:
-                ar.region(self.arena, rank, SEND, send.size)[:] = send
+            send = ar.region(self.arena, rank, SEND, layout.send_count)
+            data.send_data(layout, rank, job.op, job.seed, out=send, tick=self._beat)
             poison = data.poison_value(layout.dtype)
             start, stop = int(ar.bases[rank, RECV]), int(ar.bases[rank, SCRATCH]) + ar.caps[SCRATCH]
             self.arena[start:stop] = poison
@@ -391,9 +389,7 @@ def _rank_main(rank: int, job: Job, shared: _Shared, arena: _Arena, parent: int)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 4
     except BaseException as exc:  # reported to the parent, which names the rank
-        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-        where = f" ({os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
-        text = f"{type(exc).__name__}: {exc}{where}".encode()[: _ERR_BYTES - 1]
+        text = describe_exception(exc).encode()[: _ERR_BYTES - 1]
         shared.errors[rank, : len(text)] = np.frombuffer(text, dtype=np.uint8)
         line[_STATUS] = _FAILED
         code = 1
@@ -580,12 +576,12 @@ def run(
     case, handing each to ``on_result(index, row)`` as it finishes (``on_start(description,
     None)`` first). Raises `ExecutionError` (rank and step) or `KeyboardInterrupt`, with every
     process stopped and every segment removed."""
-    if on_start is not None:
-        on_start(f"mp: {settings.schedule.collective.num_ranks} processes on this machine, shared memory", None)
     program = Program(settings.schedule)
     groups: dict[tuple, list[int]] = {}
     for index, case in enumerate(settings.cases):
         groups.setdefault((case.layout.dtype.str, case.op.name if case.op else None), []).append(index)
+    if on_start is not None:
+        on_start(f"mp: {program.num_ranks} processes on this machine, shared memory", None)
     rows: dict[int, Row] = {}
     for indices in groups.values():
 

@@ -1,41 +1,52 @@
 """The board: a small shared file through which the ranks of a ``synth run --backend mpi`` job
-tell the launcher where they are and what they measured.
+tell the launcher where they are, what they measured, and how they failed.
 
 The launcher creates it before it starts ``mpiexec`` and passes its path to every rank
-(``--progress-file``); each rank maps it and writes only its own cells, except that rank 0 also
-posts the table's rows and the job's description. The launcher polls it: a row of results
-becomes a line of the table, and when the job fails, the ranks' positions say which rank stopped
-where.
+(``--progress-file``); each process maps it and writes only its own cells: a rank its row's
+position and its error, the rank's keeper (`synth.exec.mpi.keeper`) the rank's pid and how it
+ended, rank 0 also the table's rows and the job's description. The launcher polls it: a row of
+results becomes a line of the table; when the job fails, the errors, the keepers' records and the
+ranks' positions say which rank stopped where.
 
-Layout (little-endian int64 and float64, all at 8-byte offsets)::
+Layout (native int64 and float64, all at 8-byte offsets)::
 
-    header       8 × int64    magic, ranks, cases, description length, 0 …
-    rows         R × 8 int64  per rank: size index, call, phase, heartbeat, pid, 0 …
+    header       8 × int64    magic, ranks, cases, description length, launcher pid, 0 …
+    rows         R × 8 int64  per rank: size index, call, phase, heartbeat, pid, how it ended
+                              (0 running; 1 + the wait status), when (monotonic ns), when it
+                              posted its error (monotonic ns; 0 none)
+    errors       R × 512 B    per rank: its error, one line of UTF-8
     results      C × 4 f64    per case: our time (µs), our wrong, native time, native wrong
     description  256 bytes    how the ranks run ("mpi: 8 processes, MPICH Version: 5.0.2")
 
 A row's first four cells are the rank's `synth.exec.mpi.executor.Progress` (see
 `synth.exec.faults.phase_of` for the phase). A result is complete once its time is not NaN
-(rank 0 writes the wrong counts first, the time last).
+(rank 0 writes the wrong counts first, the time last); an error once its time is not 0.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
 MAGIC = 0x73796E7468627264  # "synthbrd"
 HEADER = 8
-ROW = 8  # int64 cells per rank (one 64-byte line, written only by its rank)
+ROW = 8  # int64 cells per rank (one 64-byte line)
+ERROR = 512  # bytes per rank
 RESULT = 4  # float64 cells per case
 DESCRIPTION = 256  # bytes
-_SIZE, _CALL, _PHASE, _BEAT, _PID = range(5)
-_D_LEN = 3  # header cell: description length
+SIZE, CALL, PHASE, BEAT, PID, ENDED, ENDED_AT, ERROR_AT = range(ROW)
+_D_LEN, _LAUNCHER = 3, 4  # header cells
+
+
+def row_offset(rank: int) -> int:
+    """Where rank ``rank``'s row starts in the file (bytes)."""
+    return 8 * (HEADER + rank * ROW)
 
 
 def _size(ranks: int, cases: int) -> int:
-    return 8 * (HEADER + ranks * ROW + cases * RESULT) + DESCRIPTION
+    return 8 * (HEADER + ranks * ROW) + ranks * ERROR + 8 * max(1, cases) * RESULT + DESCRIPTION
 
 
 class Board:
@@ -53,7 +64,7 @@ class Board:
                 os.close(fd)
         head = np.memmap(path, dtype=np.int64, mode="r+", shape=(HEADER,))
         if create is not None:
-            head[:] = [MAGIC, create[0], create[1], 0, 0, 0, 0, 0]
+            head[:] = [MAGIC, create[0], create[1], 0, os.getpid(), 0, 0, 0]
         elif head[0] != MAGIC:
             raise ValueError(f"{path} is not a synth run board")
         self.ranks, self.cases = int(head[1]), int(head[2])
@@ -61,19 +72,32 @@ class Board:
         offset = 8 * HEADER
         self.rows = np.memmap(path, dtype=np.int64, mode="r+", offset=offset, shape=(self.ranks, ROW))
         offset += 8 * self.ranks * ROW
+        self.errors = np.memmap(path, dtype=np.uint8, mode="r+", offset=offset, shape=(self.ranks, ERROR))
+        offset += self.ranks * ERROR
         self.results = np.memmap(path, dtype=np.float64, mode="r+", offset=offset, shape=(max(1, self.cases), RESULT))
-        offset += 8 * max(1, self.cases) * RESULT if self.cases else 0
+        offset += 8 * max(1, self.cases) * RESULT
         self.description_bytes = np.memmap(path, dtype=np.uint8, mode="r+", offset=offset, shape=(DESCRIPTION,))
         if create is not None:
             self.rows[:] = 0
-            self.rows[:, :_BEAT] = -1
+            self.rows[:, :BEAT] = -1
             self.results[:] = np.nan
+
+    @property
+    def launcher_pid(self) -> int:
+        return int(self.header[_LAUNCHER])
 
     def row(self, rank: int) -> np.ndarray:
         """Rank ``rank``'s cells (a view: writes go to the file)."""
         return self.rows[rank]
 
-    # ------------------------------------------------------------------ rank 0 posts
+    # ------------------------------------------------------------------ the ranks post
+    def post_error(self, rank: int, line: str) -> None:
+        """Rank ``rank``'s failure, one line (cut to fit)."""
+        raw = line.replace("\n", " ").encode()[: ERROR - 1]
+        self.errors[rank, : len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+        self.errors[rank, len(raw)] = 0
+        self.rows[rank, ERROR_AT] = time.monotonic_ns()  # last: the error is complete
+
     def post_description(self, text: str) -> None:
         raw = text.encode()[:DESCRIPTION]
         self.description_bytes[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
@@ -102,7 +126,15 @@ class Board:
 
     def positions(self) -> np.ndarray:
         """A copy of every rank's (size, call, phase, heartbeat)."""
-        return np.array(self.rows[:, :4])
+        return np.array(self.rows[:, :PID])
 
-    def pids(self) -> list[int]:
-        return [int(p) for p in self.rows[:, _PID]]
+    def snapshot(self) -> np.ndarray:
+        """A copy of every rank's whole row."""
+        return np.array(self.rows)
+
+    def error(self, rank: int) -> str | None:
+        """Rank ``rank``'s posted error, or None."""
+        if not self.rows[rank, ERROR_AT]:
+            return None
+        raw = bytes(self.errors[rank])
+        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

@@ -9,8 +9,9 @@ mpi`` (`synth.exec.mpi.launch`, which passes ``--progress-file``), the ranks pos
 and rank 0 posts the rows to the launcher's board (`synth.exec.mpi.board`) instead, and the
 launcher prints them.
 
-A rank that fails prints one line naming it and the step and ends the job (``MPI_Abort``); its
-watchdog does the same for a rank that makes no progress for ``--timeout`` seconds.
+A rank that fails reports one line naming it and the step (on stderr, or on the board) and ends
+the job (``MPI_Abort``). Started by hand, its watchdog does the same for a rank that makes no
+progress for ``--timeout`` seconds; under ``synth run`` the launcher judges hangs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from synth.errors import InputError
 from synth.exec import data
+from synth.exec.faults import describe_exception
 from synth.exec.mpi.board import Board
 from synth.exec.mpi.executor import MPI, BoundPlan, Progress, Watchdog, fail, native_call, require_mpi
 from synth.exec.mpi.launch import NATIVE_NAMES
@@ -106,9 +108,10 @@ def run_rank(settings: RunSettings, comm, board: Board | None = None) -> int:
     coll = settings.schedule.collective
     labels = settings.labels
     progress = Progress(rank, board)
-    progress.record_shared_memory()
+    progress.set(-1, -1, -1, blocked=True)  # the communicator's duplication waits for every rank
     own = comm.Dup()
-    watchdog = Watchdog(comm, progress, settings.timeout, labels)
+    progress.set(-1, -1, -1)
+    watchdog = Watchdog(comm, progress, settings.timeout, labels, board)
     native_name = NATIVE_NAMES[coll.kind] if settings.compare_native else None
     out = (_Posts(board) if board is not None else _Table(settings)) if rank == 0 else None
     if out is not None:
@@ -116,12 +119,13 @@ def run_rank(settings: RunSettings, comm, board: Board | None = None) -> int:
         out.start(f"mpi: {coll.num_ranks} processes, {library}", native_name)
     ours_rows: list[Measurement] = []
     native_rows: list[Measurement] = []
-    program = Program(settings.schedule)
     try:
+        program = Program(settings.schedule)
         for si, case in enumerate(settings.cases):
             layout, op = case.layout, case.op
             progress.set(si, -1, -1)
-            send = data.send_data(layout, rank, op, settings.seed)
+            send = recv = plan = None  # the last case's buffers go before this one's come
+            send = data.send_data(layout, rank, op, settings.seed, tick=progress.beat)
             send = send if send is not None else np.empty(0, dtype=layout.dtype)
             recv = np.empty(layout.recv_count, dtype=layout.dtype)
             plan = BoundPlan(program, own, layout, op, send, recv, progress=progress)
@@ -136,15 +140,15 @@ def run_rank(settings: RunSettings, comm, board: Board | None = None) -> int:
                 recv.fill(poison)
                 if coll.kind.value == "broadcast" and rank == coll.root:
                     recv[:] = send
-                native = _measure(settings, own, progress, si, case, native_call(layout, own, op, send, recv), recv)
+                native = _measure(
+                    settings, own, progress, si, case, _beating(native_call(layout, own, op, send, recv), progress), recv
+                )
                 native_rows.append(native)
             if out is not None:
                 out.row(si, ours, native)
-            if si == 0:
-                progress.record_shared_memory()
         watchdog.stop()
     except Exception as exc:  # one line naming the rank and step, then the whole job ends
-        fail(comm, f"rank {rank} failed {progress.describe(labels)}: {type(exc).__name__}: {exc}")
+        fail(comm, f"rank {rank} failed {progress.describe(labels)}: {describe_exception(exc)}", board=board)
     if out is not None:
         out.finish(ours_rows, native_rows)
     own.Free()
@@ -153,10 +157,22 @@ def run_rank(settings: RunSettings, comm, board: Board | None = None) -> int:
     return 1 if any(m.wrong for m in ours_rows + native_rows) else 0
 
 
+def _beating(call, progress: Progress):
+    """``call`` (MPI's own collective), counting each call on the heartbeat as our plans do."""
+
+    def beating() -> None:
+        call()
+        progress.beat()
+
+    return beating
+
+
 def _measure(settings: RunSettings, comm, progress: Progress, si: int, case: Case, call, recv: np.ndarray) -> Measurement:
     """One checked call, ``warmup`` calls, then ``iters`` timed calls of ``call`` on this rank;
-    the slowest rank's mean time and the wrong elements over all ranks."""
+    the slowest rank's mean time and the wrong elements over all ranks. Where the rank waits for
+    the others (barriers, the sums), its phase says so."""
     rank, layout = comm.Get_rank(), case.layout
+    progress.set(si, -1, -1, blocked=True)
     comm.Barrier()
     progress.set(si, 0, -1)
     call()
@@ -164,12 +180,14 @@ def _measure(settings: RunSettings, comm, progress: Progress, si: int, case: Cas
     for i in range(settings.warmup):
         progress.set(si, 1 + i, -1)
         call()
+    progress.set(si, 1 + settings.warmup, -1, blocked=True)
     comm.Barrier()
     progress.set(si, 1 + settings.warmup, -1)
     begin = MPI.Wtime()
     for _ in range(settings.iters):
         call()
     mean_us = (MPI.Wtime() - begin) / settings.iters * 1e6
+    progress.set(si, 1 + settings.warmup + settings.iters, -1, blocked=True)
     return Measurement(layout, comm.allreduce(mean_us, op=MPI.MAX), comm.allreduce(wrong, op=MPI.SUM))
 
 
