@@ -376,3 +376,21 @@ def test_mpi_every_failing_rank_gets_one_line(tmp_path):
     assert len(set(ranks)) == len(ranks)
     assert [bool(m.group(1)) for m in matches] == [False] * (len(lines) - 1) + [True]
     _assert_clean(schedule, before)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_run_too_big_for_memory_is_refused_as_bad_input(tmp_path, backend):
+    """1 TiB per rank is more memory than any machine has: refused before anything starts, in one
+    line naming the option, its value and the memory needed against what there is (exit 2)."""
+    schedule = _schedule(tmp_path)
+    before = _shm()
+    proc = _start(schedule, backend, "--size", "1TiB", "-n", "1", "-w", "0")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, (out, err)
+    assert out == "" and len(err.splitlines()) == 1, (out, err)
+    assert re.fullmatch(
+        r'synth: error: synth run: --size = "1TiB": the buffers need [\d.]+ GiB of (shared memory but /dev/shm '
+        r"has [\d.]+ GiB free|memory but [\d.]+ GiB is available); run smaller sizes or fewer at a time\n",
+        err,
+    ), err
+    _assert_clean(schedule, before)

@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,10 +38,8 @@ from synth.exec.faults import ExecutionError, Fault, describe_exception, fault_f
 from synth.exec.layout import Layout
 from synth.exec.program import NONE, RECV, SEND, WORK, Program
 from synth.exec.report import Measurement, Row
+from synth.exec.settings import MemoryNeed, RunSettings, check_memory
 from synth.schedule import OP_COPY
-
-if TYPE_CHECKING:
-    from synth.exec.settings import RunSettings
 
 NAME = "mp"
 
@@ -561,6 +558,18 @@ def call(
     return outputs
 
 
+def memory_needed(program: Program, jobs: Sequence[Sequence[Layout]]) -> MemoryNeed:
+    """The memory runs of these jobs (one after another; each a list of layouts of one data type)
+    take at their peak: the job's shared segment (every rank's buffers, sized for its largest
+    layout), plus each rank's working memory for its inputs and its check."""
+    shared = 0
+    for layouts in jobs:
+        if layouts:
+            arena = _Arena(Job(program, tuple(layouts), None))
+            shared = max(shared, arena.elements * layouts[0].itemsize)
+    return MemoryNeed(total=shared + program.num_ranks * data.WORKING_BYTES, shared=shared)
+
+
 def check_available() -> None:
     """Nothing to check: the backend needs only this package (and fork, as every POSIX system)."""
 
@@ -574,12 +583,14 @@ def run(
     """The backend contract (docs/executors.md, "Backends"): run ``settings`` (a verified
     schedule) on one process per rank, one job per data type and operator; returns one `Row` per
     case, handing each to ``on_result(index, row)`` as it finishes (``on_start(description,
-    None)`` first). Raises `ExecutionError` (rank and step) or `KeyboardInterrupt`, with every
+    None)`` first). Refuses a run whose buffers do not fit in memory (`InputError`, before
+    anything starts). Raises `ExecutionError` (rank and step) or `KeyboardInterrupt`, with every
     process stopped and every segment removed."""
     program = Program(settings.schedule)
     groups: dict[tuple, list[int]] = {}
     for index, case in enumerate(settings.cases):
         groups.setdefault((case.layout.dtype.str, case.op.name if case.op else None), []).append(index)
+    check_memory(settings, memory_needed(program, [[settings.cases[i].layout for i in indices] for indices in groups.values()]))
     if on_start is not None:
         on_start(f"mp: {program.num_ranks} processes on this machine, shared memory", None)
     rows: dict[int, Row] = {}
@@ -604,4 +615,4 @@ def run(
     return [rows[i] for i in range(len(settings.cases))]
 
 
-__all__ = ["NAME", "NONE", "SHM_PREFIX", "Job", "call", "check_available", "execute", "run", "run_sizes"]
+__all__ = ["NAME", "NONE", "SHM_PREFIX", "Job", "call", "check_available", "execute", "memory_needed", "run", "run_sizes"]

@@ -5,11 +5,13 @@ the schedule and the topology it is checked against, the cases to run (one per s
 and operator, in nccl-tests' order), and how to time them. The backends take a `RunSettings`
 (docs/executors.md, "Backends"), so a run means the same thing whichever backend carries it out.
 
-Bad values are `InputError`s naming the option (exit code 2).
+Bad values are `InputError`s naming the option (exit code 2), as are runs whose buffers would
+not fit in this machine's memory (`check_memory`, which every backend calls before it starts).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import click
@@ -97,6 +99,8 @@ class RunSettings:
         self.topology_spec = topology
         self.topology, self.topology_path = schedule_topology(self.schedule, schedule, topology)
         self.sizes = parse_run_sizes(sizes, minbytes, maxbytes, stepfactor)
+        #: the option the largest size came from, and its value as given (for messages about it)
+        self.size_option = _size_source(sizes, minbytes, maxbytes)
         self.dtypes = _parse_list("--dtype", dtype, data.DTYPES, data.parse_dtype)
         self.ops = _parse_list("--op", op, data.OPS, data.parse_op)
         for name, value, low in (("--iters", iters, 1), ("--warmup", warmup, 0)):
@@ -199,3 +203,78 @@ def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | Non
     except ValueError as exc:
         option = "--size" if sizes is not None else "-b/-e"
         raise InputError("synth run", option, sizes if sizes is not None else f"{minbytes}..{maxbytes}", str(exc)) from None
+
+
+def _size_source(sizes: str | None, minbytes: str | None, maxbytes: str | None) -> tuple[str, str]:
+    """The option that set the largest size and its text: ``--size``, ``-e`` or ``-b`` (a ``-b``
+    above the default largest size runs alone)."""
+    if sizes is not None:
+        return "--size", sizes
+    if maxbytes:
+        return "--maxbytes", maxbytes
+    if minbytes and parse_size(minbytes) > parse_size(DEFAULT_MAX):
+        return "--minbytes", minbytes
+    return "--maxbytes", DEFAULT_MAX
+
+
+# ====================================================================== memory
+@dataclass(frozen=True)
+class MemoryNeed:
+    """What a run's buffers take at their peak, in bytes: ``total`` of memory, of which ``shared``
+    in POSIX shared memory (/dev/shm)."""
+
+    total: int
+    shared: int = 0
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine can give without swapping (``MemAvailable``); None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def shared_memory_free() -> int | None:
+    """Bytes free in /dev/shm (where POSIX shared memory lives); None if there is no /dev/shm."""
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def check_memory(settings: RunSettings, need: MemoryNeed) -> None:
+    """Refuse, before anything starts, a run whose buffers do not fit in this machine's memory
+    (the kernel would kill a rank halfway through, or, in /dev/shm, a rank would die of SIGBUS):
+    an `InputError` naming the size option, with the memory needed against what is available."""
+    option, value = settings.size_option
+    free = shared_memory_free() if need.shared else None
+    if free is not None and need.shared > free:
+        raise InputError(
+            "synth run",
+            option,
+            value,
+            f"the buffers need {_gib(need.shared)} of shared memory but /dev/shm has {_gib(free)} free;"
+            " run smaller sizes or fewer at a time",
+        )
+    available = available_memory()
+    if available is not None and need.total > available:
+        raise InputError(
+            "synth run",
+            option,
+            value,
+            f"the buffers need {_gib(need.total)} of memory but {_gib(available)} is available;"
+            " run smaller sizes or fewer at a time",
+        )

@@ -41,11 +41,14 @@ import numpy as np
 
 from synth.collective import Kind
 from synth.errors import InputError
+from synth.exec import data
 from synth.exec.faults import ExecutionError, describe_position, step_of
+from synth.exec.layout import Layout
 from synth.exec.mpi.board import CALL, ENDED, ENDED_AT, ERROR_AT, PHASE, PID, SIZE, Board
 from synth.exec.mpi.keeper import wait_status_words
+from synth.exec.program import Program
 from synth.exec.report import Measurement, Row
-from synth.exec.settings import RunSettings
+from synth.exec.settings import MemoryNeed, RunSettings, check_memory
 
 NAME = "mpi"
 
@@ -77,6 +80,23 @@ def check_available() -> None:
         raise InputError("synth run", "--backend", "mpi", f"no mpiexec next to {sys.executable}; pip install mpich")
 
 
+def memory_needed(program: Program, layouts: list[Layout]) -> MemoryNeed:
+    """The memory an MPI run of these layouts (one after another) takes on this machine at its
+    peak: every rank's send, receive, work and scratch buffers for the largest layout (a rank
+    frees one layout's buffers before it makes the next one's), plus each rank's working memory
+    for its inputs and its check."""
+    peak = 0
+    for layout in layouts:
+        lengths = layout.chunk_length
+        need = 0
+        for rank in range(program.num_ranks):
+            received = [sum(int(lengths[msg.chunks].sum()) for msg in plan.recvs) for plan in program.rank_plan(rank)]
+            work = program.work_offsets(rank, layout)[1]
+            need += layout.send_count + layout.recv_count + work + max(received, default=0)
+        peak = max(peak, need * layout.itemsize)
+    return MemoryNeed(total=peak + program.num_ranks * data.WORKING_BYTES)
+
+
 #: while the ranks start (Python, imports, MPI's start-up), how long no rank may move before the
 #: run counts as hung, unless a rank's process is stopped
 STARTUP_ALLOWANCE = 60.0
@@ -101,6 +121,7 @@ def run(
     (rank and step) if a rank fails, is killed or hangs, `KeyboardInterrupt` if interrupted; either
     way every process of the job is stopped and MPI's leftovers in /dev/shm are removed."""
     check_available()
+    check_memory(settings, memory_needed(Program(settings.schedule), [case.layout for case in settings.cases]))
     r = settings.schedule.collective.num_ranks
     native_name = NATIVE_NAMES[settings.schedule.collective.kind] if settings.compare_native else None
     with tempfile.TemporaryDirectory(prefix="synth-exec-mpi-") as folder:
