@@ -1,19 +1,32 @@
-# Everything installs itself into .venv from PyPI (numpy, pulp+HiGHS, MPI from the mpich wheel).
+# Everything installs itself into .venv from PyPI (numpy, pulp+HiGHS, MPI from the mpich wheel), at the
+# exact versions and hashes of requirements.lock, so every machine runs the same solvers.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+LOCK   := requirements.lock
+# The extras (pyproject.toml's [project.optional-dependencies]) that the lock covers and make setup
+# installs: adding an extra is adding its name here, then `make lock`.
+EXTRAS := dev mpi plot
 
-.PHONY: setup demo test test-all lint bench generated topologies images clean
+.PHONY: setup lock demo test test-all lint bench generated topologies images clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,mpi,plot]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+## Re-resolve requirements.lock from pyproject.toml: PyPI only (no local index or wheel folder), one version of each
+## package for every platform and Python >= 3.11, with hashes. Pins already in the lock are kept when they still fit;
+## `make lock ARGS=--upgrade` moves every pin to the newest release (ARGS='--upgrade-package highspy' one package).
+lock: $(STAMP)
+	env -u UV_INDEX -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS -u UV_CONSTRAINT \
+		$(BIN)/uv pip compile pyproject.toml $(addprefix --extra ,$(EXTRAS)) --no-config --universal --fork-strategy fewest \
+		--python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock' -o $(LOCK) $(ARGS)
 
 ## The main job: synthesize an allreduce for a DGX-1, verify it, predict its time, compare every method with the bound, run it.
 demo: $(STAMP)
