@@ -77,8 +77,8 @@ def test_topology_written_to_stdout_parses():
 # What `synth ilp` prints on stdout: its header, the verified schedule, the proof, the prediction.
 ILP_LINES = [
     r"ilp: allgather on 8 ranks, 16 chunks on dgx1, objective time at 1MiB, solver (highs|cbc), symmetry .+",
-    r"verified: allgather on 8 ranks, 16 chunks, 2 steps, \d+ transfers \(method ilp, topology dgx1\)",
-    r"2 steps, 3 rounds, proven optimal .+; solved in [\d.]+ s",
+    r"verified: allgather on 8 ranks, 16 chunks, \d+ steps, \d+ transfers \(method ilp, topology dgx1\)",
+    r"\d+ steps, \d+ rounds, proven optimal .+; solved in [\d.]+ s",
     r"predicted [\d.]+ us at 1MiB \(algbw [\d.]+ GB/s\); lower bound [\d.]+ us \([\d.]+% of it\)",
 ]
 

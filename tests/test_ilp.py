@@ -226,11 +226,16 @@ def test_symmetry_is_a_restriction_and_says_so():
     assert symmetric.restrictions == ("invariant under 4 automorphisms",)
 
 
-def test_dgx1_alltoall_meets_its_bound_in_three_steps():
+def test_dgx1_alltoall_meets_its_bound_within_three_steps():
     """16 of the 56 pair-chunks of each direction cross the DGX-1's 6-NVLink bisection, so
-    alltoall needs 16k/6 = 8k/3 rounds; with k = 3 chunks per pair, 8 rounds in 3 steps."""
-    outcome = outcome_of(gen.dgx1(), Kind.ALLTOALL, 3, steps=3, objective="rounds", time_limit=120)
-    assert (outcome.steps, outcome.rounds, outcome.status, outcome.meets_lower_bound) == (3, 8, "optimal", True)
+    alltoall needs 16k/6 = 8k/3 rounds; with k = 3 chunks per pair, 8 rounds within 3 steps.
+    Several schedules are optimal (HiGHS 1.15 returned one of 3 steps, 1.16 one of 2 steps, an
+    empty step left out): the test asks what every one of them has, not which one a solver picks."""
+    dgx1 = gen.dgx1()
+    outcome = outcome_of(dgx1, Kind.ALLTOALL, 3, steps=3, objective="rounds", time_limit=120)
+    assert (outcome.rounds, outcome.status, outcome.meets_lower_bound) == (8, "optimal", True)
+    assert 2 <= outcome.steps <= 3 and outcome.schedule.num_steps == outcome.steps  # 2: the diameter
+    assert verify(outcome.schedule, dgx1).ok
 
 
 def test_pipelined_waves_repeat_one_template():
