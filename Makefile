@@ -9,7 +9,7 @@ LOCK   := requirements.lock
 # installs: adding an extra is adding its name here, then `make lock`.
 EXTRAS := dev mpi plot
 
-.PHONY: setup lock demo test test-all lint bench generated topologies images clean
+.PHONY: setup setup-browser lock demo test test-all lint bench generated topologies images clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
@@ -19,6 +19,19 @@ $(STAMP): pyproject.toml $(LOCK)
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+## Headless Chromium (Debian's package), which tests/test_report.py renders the HTML report with; make test
+## runs this first. Where it cannot be installed (no apt-get, no root or sudo) it says so, and that test is
+## skipped with the reason (under CI=true it fails instead: CI must cover the rendering).
+setup-browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+		echo "setup-browser: installing Debian's chromium with apt-get (headless, for tests/test_report.py)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		{ $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+		  || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; } \
+		|| echo "setup-browser: could not install chromium (needs apt-get and root); tests/test_report.py will skip its rendering test"; \
+	fi
 
 ## Re-resolve requirements.lock from pyproject.toml: PyPI only (no local index or wheel folder), one version of each
 ## package for every platform and Python >= 3.11, with hashes. Pins already in the lock are kept when they still fit;
@@ -38,10 +51,10 @@ demo: $(STAMP)
 	$(BIN)/synth run out/dgx1-allreduce-ring.json --size 1KiB,1MiB
 
 ## The test suite (slow cases excluded; see test-all).
-test: $(STAMP)
+test: $(STAMP) setup-browser
 	$(BIN)/python -m pytest -q
 
-test-all: $(STAMP)
+test-all: $(STAMP) setup-browser
 	$(BIN)/python -m pytest -q -m ''
 
 lint: $(STAMP)
