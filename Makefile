@@ -50,12 +50,16 @@ demo: $(STAMP)
 	$(BIN)/synth compare dgx1 --collective allreduce --sizes 1KiB,1GiB
 	$(BIN)/synth run out/dgx1-allreduce-ring.json --size 1KiB,1MiB
 
-## The test suite (slow cases excluded; see test-all).
+## The test suite (slow cases excluded; see test-all), on every core with pytest-xdist (a worker takes the next
+## test when it is free: the durations are uneven). WORKERS=0 runs it in this process, e.g. to debug.
+WORKERS ?= auto
+PYTEST  := $(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal
+
 test: $(STAMP) setup-browser
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-all: $(STAMP) setup-browser
-	$(BIN)/python -m pytest -q -m ''
+	$(PYTEST) -m ''
 
 lint: $(STAMP)
 	$(BIN)/ruff check synth tests benchmarks
