@@ -31,15 +31,21 @@ from .test_bounds_sound import random_topology
 ROOTED = (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER)
 
 
+#: The default time limit of these solves: they end at their proof in seconds; the limit is there
+#: against a hang, generous so that a loaded machine (pytest-xdist workers, other users) does not
+#: turn a proof into a time-out.
+TIME_LIMIT = 120
+
+
 def ilp(topology, kind, *, root=None, chunks=None, **options):
-    options.setdefault("time_limit", 30)
+    options.setdefault("time_limit", TIME_LIMIT)
     if kind in ROOTED and root is None:
         root = 0
     return synthesize(topology, kind, "ilp", root=root, chunks=chunks, options=options)
 
 
 def outcome_of(topology, kind, k=1, root=None, **options):
-    options.setdefault("time_limit", 30)
+    options.setdefault("time_limit", TIME_LIMIT)
     return solve_collective(topology, Collective(kind, topology.num_ranks, k, root), IlpOptions(**options))
 
 
