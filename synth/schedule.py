@@ -13,7 +13,9 @@ same inputs always serialize to the same bytes.
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,7 +27,8 @@ import numpy as np
 
 from synth.collective import ROOTED, Collective, Kind, collective_from_counts
 from synth.errors import InputError
-from synth.topology import Topology, read_json_file
+from synth.limits import MAX_JSON_DEPTH
+from synth.topology import Topology
 
 SCHEDULE_FORMAT = "synth-schedule"
 SCHEDULE_VERSION = 1
@@ -407,11 +410,20 @@ def schedule_to_json(schedule: Schedule) -> str:
     return "\n".join(out) + "\n"
 
 
-def _expect_int(value: Any, source: str, field: str, *, minimum: int | None = None) -> int:
+INT64_MAX = 2**63 - 1
+#: Bounds of the header's counts: far beyond any machine, small enough for int64 arithmetic
+#: (rank pairs, chunk ids); the verifier checks the counts against the topology and transfers.
+MAX_RANKS = 2**31
+MAX_CHUNKS = 2**48
+
+
+def _expect_int(value: Any, source: str, field: str, *, minimum: int | None = None, maximum: int = INT64_MAX) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise InputError(source, field, value, "expected an integer")
     if minimum is not None and value < minimum:
         raise InputError(source, field, value, f"must be at least {minimum}")
+    if value > maximum:
+        raise InputError(source, field, value, f"must be at most {maximum}")
     return value
 
 
@@ -423,6 +435,11 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
     """
     if not isinstance(doc, Mapping):
         raise InputError(source, "(top level)", doc, "expected a JSON object")
+    from synth.fileio import check_depth
+
+    for key, value in doc.items():
+        if key != "steps":  # transfers are checked entry by entry below
+            check_depth(value, source, str(key), limit=MAX_JSON_DEPTH - 1)
     if doc.get("format") != SCHEDULE_FORMAT:
         raise InputError(source, "format", doc.get("format"), f"expected {SCHEDULE_FORMAT!r}")
     version = doc.get("version")
@@ -438,8 +455,8 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
     except ValueError:
         names = ", ".join(k.value for k in Kind)
         raise InputError(source, "collective.name", name, f"unknown collective (expected one of {names})") from None
-    num_ranks = _expect_int(coll.get("num_ranks"), source, "collective.num_ranks", minimum=1)
-    num_chunks = _expect_int(coll.get("num_chunks"), source, "collective.num_chunks", minimum=1)
+    num_ranks = _expect_int(coll.get("num_ranks"), source, "collective.num_ranks", minimum=1, maximum=MAX_RANKS)
+    num_chunks = _expect_int(coll.get("num_chunks"), source, "collective.num_chunks", minimum=1, maximum=MAX_CHUNKS)
     root = coll.get("root")
     if kind in ROOTED:
         if root is None:
@@ -530,11 +547,16 @@ def _steps_from_json(steps: list, source: str) -> dict[str, Any]:
             op.append(o)
             route.append(rid)
         starts.append(len(src))
+    try:
+        columns = [np.asarray(col, dtype=np.int64) for col in (src, dst, chunk)]
+    except OverflowError:
+        _explain_overflow(steps, source)
+        raise
     return {
         "step_starts": np.asarray(starts, dtype=np.int64),
-        "src": np.asarray(src, dtype=np.int64),
-        "dst": np.asarray(dst, dtype=np.int64),
-        "chunk": np.asarray(chunk, dtype=np.int64),
+        "src": columns[0],
+        "dst": columns[1],
+        "chunk": columns[2],
         "op": np.asarray(op, dtype=np.uint8),
         "route": np.asarray(route, dtype=np.int64),
         "routes": tuple(sorted(routes, key=routes.__getitem__)),
@@ -542,12 +564,27 @@ def _steps_from_json(steps: list, source: str) -> dict[str, Any]:
 
 
 # Fast path for files in the layout `schedule_to_json` writes (one step per line, fixed key order):
-# each step line must match exactly, or the general JSON path is used instead.
-_NAME = rb'"[^"\\\[\]]*"'
+# each step line must match exactly, or the general JSON path is used instead. It accepts a subset
+# of JSON and gives what the general path gives for it: numbers without leading zeros and below
+# 10**18 (so they fit int64), switch names of printable ASCII without escapes, a comma after every
+# step line but the last, and a header that parses as strict JSON with exactly one top-level
+# "steps" key, the one these lines are the value of (checked with a nonce put in their place).
+_NAME = rb'"[\x20\x21\x23-\x5a\x5e-\x7e]*"'
+_INT = rb"(?:0|[1-9][0-9]{0,17})"
 _TRANSFER = (
-    rb'\{"chunk": \d+, "dst": \d+, "op": "(?:copy|reduce)", "src": \d+, "via": \[(?:' + _NAME + rb"(?:, " + _NAME + rb")*)?\]\}"
+    rb'\{"chunk": '
+    + _INT
+    + rb', "dst": '
+    + _INT
+    + rb', "op": "(?:copy|reduce)", "src": '
+    + _INT
+    + rb', "via": \[(?:'
+    + _NAME
+    + rb"(?:, "
+    + _NAME
+    + rb")*)?\]\}"
 )
-_STEP_LINE = re.compile(rb"    \[(?:" + _TRANSFER + rb"(?:, " + _TRANSFER + rb")*)?\],?")
+_STEP_LINE = re.compile(rb"    \[(?:" + _TRANSFER + rb"(?:, " + _TRANSFER + rb")*)?\]")
 _VIA_FIELD = re.compile(rb', "via": (\[[^\]]*\])')
 _STEPS_OPEN = b'\n  "steps": [\n'
 _STEPS_CLOSE = b'\n  ],\n  "synthesizer"'
@@ -567,7 +604,12 @@ def _fast_columns(raw: bytes) -> tuple[bytes, dict[str, Any]] | None:
     numbers: list[np.ndarray] = []
     route_ids: list[np.ndarray] = []
     starts = [0]
-    for line in lines:
+    last = len(lines) - 1
+    for i, line in enumerate(lines):
+        if i < last:
+            if not line.endswith(b","):
+                return None
+            line = line[:-1]
         if _STEP_LINE.fullmatch(line) is None:
             return None
         count = line.count(b'{"chunk": ')
@@ -598,7 +640,50 @@ def _fast_columns(raw: bytes) -> tuple[bytes, dict[str, Any]] | None:
         "route": np.concatenate(route_ids) if route_ids else np.zeros(0, dtype=np.int64),
         "routes": tuple(decoded[i] for i in range(len(decoded))),
     }
-    return raw[:start] + raw[end:], columns
+    return raw[: start - 2] + b"\x00" + raw[end + 4 :], columns
+
+
+def _fast_header(template: bytes) -> dict[str, Any] | None:
+    """The header of a fast-path file (`_fast_columns`' template with the steps cut out), or None
+    unless it is strict JSON whose one top-level "steps" key held the cut-out lines."""
+    nonce = secrets.token_hex(16)
+    try:
+        text = template.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.count("\x00") != 1:  # a raw NUL is never valid JSON: only ours may be there
+        return None
+    text = text.replace("\x00", f'"{nonce}"')
+    top: list[list[tuple[str, Any]]] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        top.append(pairs)
+        return dict(pairs)
+
+    try:
+        header = json.loads(text, object_pairs_hook=pairs_hook, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(header, dict) or not top:
+        return None
+    keys = [k for k, _ in top[-1]]
+    if keys.count("steps") != 1 or header.get("steps") != nonce:
+        return None
+    header["steps"] = []
+    return header
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _explain_overflow(steps: list, source: str) -> None:
+    """Raise the InputError for the first src/dst/chunk outside int64 (the columns' type)."""
+    for si, step in enumerate(steps):
+        for ti, t in enumerate(step):
+            for key in ("src", "dst", "chunk"):
+                if not -INT64_MAX - 1 <= t[key] <= INT64_MAX:
+                    raise InputError(source, f"steps[{si}][{ti}].{key}", t[key], "integer out of range (int64)")
 
 
 def _explain_transfer(t: Any, where: str, source: str) -> None:
@@ -622,27 +707,41 @@ def _explain_transfer(t: Any, where: str, source: str) -> None:
     raise InputError(source, where, t, "malformed transfer")
 
 
+#: A schedule file larger than this is refused (a 2-million-transfer file is about 170 MB).
+MAX_SCHEDULE_BYTES = 4 * 2**30
+#: Bytes of memory per byte of file: the fast path (raw bytes, lines, numbers) and the general
+#: JSON reader (a Python object per value).
+FAST_PATH_MEMORY_FACTOR = 3
+JSON_MEMORY_FACTOR = 12
+
+
 def load_schedule(path: str | Path) -> Schedule:
     """Load a schedule file (structure only; run `synth.verify.verify` to check it).
 
     Files in the layout that `schedule_to_json` writes are read by a fast path that parses numbers
     with numpy (a 2-million-transfer file in about 2 s instead of 9); anything else goes through
-    the general JSON reader, which reports malformed entries by their JSON path."""
-    path = Path(path)
+    the general JSON reader, which reports malformed entries by their JSON path. Both accept
+    exactly the same files and give the same schedule. The file is read only if it is a regular
+    file that fits in `MAX_SCHEDULE_BYTES` and in the memory available."""
+    from synth.fileio import parse_json, read_input_bytes
+    from synth.limits import require_memory
+
+    source = str(path)
     try:
-        raw = path.read_bytes()
+        size = os.stat(path).st_size
     except OSError:
-        return schedule_from_document(read_json_file(path), source=str(path))  # reports the error
+        size = 0  # read_input_bytes says what is wrong
+    require_memory(size * FAST_PATH_MEMORY_FACTOR, source, "", None, f"reading this {size}-byte schedule")
+    raw = read_input_bytes(path, limit=MAX_SCHEDULE_BYTES)
     fast = _fast_columns(raw) if len(raw) >= FAST_PATH_MIN_BYTES else None
     if fast is not None:
-        header_text, columns = fast
-        try:
-            header = json.loads(header_text)
-        except ValueError:
-            header = None
-        if isinstance(header, dict) and header.get("steps") == []:
-            return schedule_from_document(header, source=str(path), columns=columns)
-    return schedule_from_document(read_json_file(path), source=str(path))
+        template, columns = fast
+        header = _fast_header(template)
+        if header is not None:
+            return schedule_from_document(header, source=source, columns=columns)
+    if len(raw) >= FAST_PATH_MIN_BYTES:
+        require_memory(len(raw) * JSON_MEMORY_FACTOR, source, "", None, "reading this schedule as general JSON")
+    return schedule_from_document(parse_json(raw, source), source=source)
 
 
 def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
