@@ -10,12 +10,14 @@ leaves a half-written file; a path that is one of the command's inputs is never 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import stat
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,33 +127,120 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Path] = ()) -> Path:
+#: Folders whose files are the kernel's or devices: never a place for an output file.
+SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+@dataclass(frozen=True)
+class Written:
+    """What an output write did: ``replaced`` an existing file, or created a new one."""
+
+    path: Path
+    replaced: bool
+
+    @property
+    def verb(self) -> str:
+        return "replaced" if self.replaced else "wrote"
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.path}"
+
+
+def _system_folder(target: Path) -> Path | None:
+    return next((root for root in SYSTEM_FOLDERS if target == root or root in target.parents), None)
+
+
+def check_output_file(path: str | Path) -> tuple[Path, os.stat_result | None]:
+    """The resolved target of an output file and the status of the file there (None if new).
+
+    Raises `InputError` unless ``path`` is a new path or an existing regular file: a folder, a
+    device, FIFO or socket, or anything under /proc, /sys or /dev is refused (as root, replacing
+    ``/dev/null`` with a file would break the system)."""
+    name = str(path)
+    if not name:
+        raise InputError("(output)", "output", name, "the output path is empty")
+    target = Path(path).resolve()
+    root = _system_folder(target)
+    if root is not None:
+        raise InputError(name, "output", name, f"is under {root}, which holds devices and kernel files, not outputs")
+    try:
+        info: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise InputError(name, "output", name, f"cannot write here ({exc.strerror or exc})") from None
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(name, "output", name, "is a directory; give a file name")
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(
+                name, "output", name, "exists and is not a regular file (a device, FIFO or socket); refusing to replace it"
+            )
+    return target, info
+
+
+def prepare_output_dir(path: str | Path) -> Path:
+    """Create (if needed) a folder that a command writes several files into; refuses a path that
+    exists and is not a folder, and anything under /proc, /sys or /dev."""
+    name = str(path)
+    target = Path(path).resolve()
+    root = _system_folder(target)
+    if root is not None:
+        raise InputError(name, "output", name, f"is under {root}, which holds devices and kernel files, not outputs")
+    if target.exists() and not target.is_dir():
+        raise InputError(name, "output", name, "exists and is not a folder")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(name, "output", name, f"cannot create folder ({exc.strerror or exc})") from None
+    return Path(path)
+
+
+def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Path] = ()) -> Written:
     """Write ``text`` to ``path`` atomically (UTF-8, newlines as given). Raises `InputError` if
-    ``path`` is one of ``protect`` (the command's own inputs) or its folder cannot be created."""
+    ``path`` is one of ``protect`` (the command's own inputs), is not a regular file or a new path,
+    or its folder cannot be created."""
     return write_bytes_atomic(path, text.encode("utf-8"), protect=protect)
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str | Path] = ()) -> Path:
+def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str | Path] = ()) -> Written:
     """Write ``data`` to ``path`` atomically (images and other binary outputs); the same checks as
-    `write_text_atomic`."""
+    `write_text_atomic`. A file that is replaced keeps its mode (and, where we may, its owner)."""
     path = Path(path)
-    target = path.resolve()
+    target, existing = check_output_file(path)
     for other in protect:
-        if other and Path(other).exists() and Path(other).resolve() == target:
+        if not other or not Path(other).exists():
+            continue
+        same = Path(other).resolve() == target
+        if existing is not None and not same:
+            other_info = os.stat(other)
+            same = (other_info.st_dev, other_info.st_ino) == (existing.st_dev, existing.st_ino)
+        if same:
             raise InputError(str(path), "output", str(path), "is also an input of this command; refusing to overwrite it")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(str(path), "output", str(path), f"cannot create folder ({exc.strerror})") from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        raise InputError(str(path), "output", str(path), f"cannot create folder ({exc.strerror or exc})") from None
     try:
-        # mkstemp makes the file private (0600); give it the mode an ordinary write would have
-        os.fchmod(fd, _default_mode())
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise InputError(str(path), "output", str(path), f"cannot write here ({exc.strerror or exc})") from None
+    try:
+        # mkstemp makes the file private (0600): keep the replaced file's mode, or give a new file
+        # the mode an ordinary write would have
+        os.fchmod(fd, stat.S_IMODE(existing.st_mode) if existing is not None else _default_mode())
+        if existing is not None and (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(OSError):
+                os.fchown(fd, existing.st_uid, existing.st_gid)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)
+    except OSError as exc:  # a full disk, a read-only file system
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise InputError(str(path), "output", str(path), f"cannot write ({exc.strerror or exc})") from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return path
+    return Written(path, existing is not None)

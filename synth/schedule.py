@@ -27,6 +27,7 @@ import numpy as np
 
 from synth.collective import ROOTED, Collective, Kind, collective_from_counts
 from synth.errors import InputError
+from synth.fileio import Written, write_text_atomic
 from synth.limits import MAX_JSON_DEPTH
 from synth.topology import Topology
 
@@ -744,8 +745,6 @@ def load_schedule(path: str | Path) -> Schedule:
     return schedule_from_document(parse_json(raw, source), source=source)
 
 
-def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
+def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Written:
     """Write a schedule file atomically; refuses to overwrite any path in ``protect``."""
-    from synth.fileio import write_text_atomic
-
     return write_text_atomic(path, schedule_to_json(schedule), protect=protect)

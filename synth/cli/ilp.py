@@ -6,7 +6,6 @@ import sys
 import threading
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import click
 
@@ -15,6 +14,7 @@ from synth.bounds import bound_model
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
+from synth.fileio import prepare_output_dir
 from synth.ilp import DEFAULT_SIZE, DEFAULT_TIME_LIMIT, Outcome, describe, sync_time_us
 from synth.ilp.formulation import OBJECTIVES
 from synth.ilp.pareto import DEFAULT_SIZES, Attempt, pareto_frontier
@@ -177,8 +177,8 @@ def ilp_cmd(
     elapsed = time.perf_counter() - t0
     outcome = outcomes[-1]
     if output is not None:
-        save_schedule(schedule, output, protect=[source])
-        click.echo(f"wrote {output}")
+        written = save_schedule(schedule, output, protect=[source])
+        click.echo(f"{written.verb} {output}")
     click.echo(f"verified: {schedule.summary()}")
     lower = bound_model(topo, kind, coll.root).time_us(size_bytes)
     t = sync_time_us(schedule, topo, size_bytes)
@@ -253,12 +253,11 @@ def _pareto(topo, source, kind, root, max_chunks, max_steps, time_limit, solver,
     click.echo(f"stopped: {result.stopped} ({result.elapsed:.1f} s, {len(result.attempts)} solves)")
     click.echo(f"proof: {result.proof}")
     if output is not None:
-        folder = Path(output)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = prepare_output_dir(output)
         for p in result.points:
             path = folder / f"{kind.value}-ilp-s{p.steps}-k{p.chunks}.json"
-            save_schedule(p.schedule, path, protect=[source])
-            click.echo(f"wrote {path}")
+            written = save_schedule(p.schedule, path, protect=[source])
+            click.echo(f"{written.verb} {path}")
     if not result.points:
         sys.exit(1)
 

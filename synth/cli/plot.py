@@ -65,8 +65,8 @@ def plot_topo_cmd(topology, output, collapse):
     _output(output, "synth plot topo")
     topo, source = load_topology_arg(topology)
     fig = plot.plot_topology(topo, collapse=collapse)
-    plot.save(fig, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 @plot_group.command("schedule", short_help="Gantt chart of a schedule's simulation, one row per link.")
@@ -95,8 +95,8 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
     topo, _ = schedule_topology_arg(sched, schedule, topology)
     verify_or_exit(sched, topo, schedule)
     fig = plot.plot_timeline(sched, topo, size, model=model, color_by=color_by, max_rows=max_rows)
-    plot.save(fig, output, protect=[schedule, topology] if topology else [schedule])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[schedule, topology] if topology else [schedule])
+    click.echo(f"{written.verb} {output}")
 
 
 @plot_group.command("compare", short_help="busbw against size for every method, with the lower bound.")
@@ -130,8 +130,8 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
         reasons = "; ".join(f"{o.method}: {o.note}" for o in result.outcomes)
         raise InputError("synth plot compare", "--methods", methods, f"no method serves {kind.value} on {topo.name} ({reasons})")
     fig = plot.plot_curves(result, nccl=nccl)
-    plot.save(fig, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 @click.command("report", short_help="One self-contained HTML page: topology, every method vs the bound, timelines.")
@@ -178,8 +178,8 @@ def report_cmd(topology, output, collectives, size_list, begin, end, factor, ste
             raise InputError("synth report", "--timeline-size", timeline_size, "must be positive")
     with Progress(None, "report", quiet=quiet, unit="step") as bar:
         page = build_report(topo, kinds, sizes=sizes, methods=_methods(methods), model=model, timeline_size=big, progress=bar)
-    write_text_atomic(output, page, protect=[source])
-    click.echo(f"wrote {output}")
+    written = write_text_atomic(output, page, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 COMMANDS = [plot_group, report_cmd]

@@ -87,8 +87,8 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
         k = schedule.collective.chunks_per_piece
         name = schedule_filename(kind, method, coll.root, None if k == default_k else k)
         output = str(Path("generated") / topo.name / name)
-    save_schedule(schedule, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = save_schedule(schedule, output, protect=[source])
+    click.echo(f"{written.verb} {output}")
     for line in schedule.params.get("explanation", []):
         click.echo(line)
     click.echo(f"verified: {schedule.summary()}")

@@ -12,7 +12,7 @@ from synth import generators as gen
 from synth.builtin import BUILTIN_RECIPES, builtin_dir, builtin_path, list_builtins
 from synth.cli._util import load_topology_arg
 from synth.errors import InputError, SynthError
-from synth.fileio import write_text_atomic
+from synth.fileio import prepare_output_dir, write_text_atomic
 from synth.routing import Router, ring_order
 from synth.topology import Topology, load_topology, topology_to_json
 
@@ -104,7 +104,7 @@ def validate_cmd(files: tuple[str, ...]) -> None:
 @click.option("--check", is_flag=True, help="Only compare; exit 1 if a file differs from its recipe.")
 def write_builtins_cmd(out: str | None, check: bool) -> None:
     """Write (or check) the built-in topology files from their recipes."""
-    folder = Path(out) if out else builtin_dir()
+    folder = prepare_output_dir(out) if out and not check else (Path(out) if out else builtin_dir())
     differ = 0
     for name, recipe in BUILTIN_RECIPES.items():
         text = topology_to_json(recipe())
@@ -114,8 +114,7 @@ def write_builtins_cmd(out: str | None, check: bool) -> None:
             differ += not same
             click.echo(f"{'same' if same else 'DIFFERS'} {path}")
         else:
-            write_text_atomic(path, text)
-            click.echo(f"wrote {path}")
+            click.echo(str(write_text_atomic(path, text)))
     if differ:
         sys.exit(1)
 
@@ -126,9 +125,10 @@ def _emit(t: Topology, output: str | None) -> None:
     if output in (None, "-"):
         click.echo(text, nl=False)
     else:
-        write_text_atomic(output, text)
+        written = write_text_atomic(output, text)
         click.echo(
-            f"wrote {output}: {t.name}, {t.num_ranks} ranks, {len(t.switches)} switches, {len(t.links)} directed links", err=True
+            f"{written.verb} {output}: {t.name}, {t.num_ranks} ranks, {len(t.switches)} switches, {len(t.links)} directed links",
+            err=True,
         )
 
 
