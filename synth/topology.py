@@ -28,6 +28,13 @@ from synth.fileio import check_depth, parse_json, read_input_bytes
 TOPOLOGY_FORMAT = "synth-topology"
 TOPOLOGY_VERSION = 1
 
+#: The physical range a link's figures must lie in (docs/formats.md): 1 kB/s to 1 EB/s, and up to
+#: 1000 s of latency. Outside it, times overflow or vanish in floating point (1e308 GB/s makes a
+#: transfer take 0 µs, 1e-320 makes it infinite) and the bounds and simulators give nonsense.
+MIN_BANDWIDTH = 1e-6  # GB/s
+MAX_BANDWIDTH = 1e9  # GB/s
+MAX_LATENCY = 1e9  # µs
+
 
 @dataclass(frozen=True)
 class Node:
@@ -358,9 +365,15 @@ def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | N
         bandwidth = entry["bandwidth"]
         if not _is_number(bandwidth) or bandwidth <= 0:
             raise InputError(source, f"{where}.bandwidth", bandwidth, "bandwidth must be a positive number (GB/s)")
+        if not MIN_BANDWIDTH <= bandwidth <= MAX_BANDWIDTH:
+            raise InputError(
+                source, f"{where}.bandwidth", bandwidth, f"bandwidth must be between {MIN_BANDWIDTH:g} and {MAX_BANDWIDTH:g} GB/s"
+            )
         latency = entry.get("latency", 0.0)
         if not _is_number(latency) or latency < 0:
             raise InputError(source, f"{where}.latency", latency, "latency must be a non-negative number (µs)")
+        if latency > MAX_LATENCY:
+            raise InputError(source, f"{where}.latency", latency, f"latency must be at most {MAX_LATENCY:g} µs")
         duplex = entry.get("duplex", True)
         if not isinstance(duplex, bool):
             raise InputError(source, f"{where}.duplex", duplex, "duplex must be true or false")
@@ -369,6 +382,13 @@ def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | N
             if pair in merged:
                 merged[pair][0] += float(bandwidth)
                 merged[pair][1] = max(merged[pair][1], float(latency))
+                if merged[pair][0] > MAX_BANDWIDTH:
+                    raise InputError(
+                        source,
+                        f"{where}.bandwidth",
+                        bandwidth,
+                        f"parallel links between these nodes add up to more than {MAX_BANDWIDTH:g} GB/s",
+                    )
             else:
                 merged[pair] = [float(bandwidth), float(latency)]
 
