@@ -111,6 +111,20 @@ class Collective:
             return size * self.num_ranks / self.num_chunks
         return size / self.num_chunks
 
+    def min_transfers(self) -> int:
+        """A lower bound on the transfers of any valid schedule: every (rank, chunk) that must end
+        holding a chunk it did not start with needs one transfer into it; for reductions, every
+        rank's contribution to a chunk must leave it, so each of the R-1 ranks that do not end with
+        the result (the other R-1 sources, for allreduce) sends the chunk at least once."""
+        r, k, g = self.num_ranks, self.chunks_per_piece, self.num_chunks
+        if r == 1:
+            return 0
+        if self.kind in (Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.ALLREDUCE):
+            return g * (r - 1)
+        if self.kind in (Kind.GATHER, Kind.SCATTER, Kind.REDUCE):
+            return k * (r - 1)
+        return r * (r - 1) * k  # alltoall: the off-diagonal pairs
+
     def busbw_factor(self) -> float:
         """nccl-tests factor turning algbw into busbw."""
         return _BUSBW[self.kind](self.num_ranks)

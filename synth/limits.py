@@ -72,3 +72,21 @@ def require_memory(need: float, file: str, field: str, value: Any, what: str) ->
     have = available_memory()
     if need > have:
         raise InputError(file, field, value, f"{what} would need about {format_bytes(need)}; {format_bytes(have)} is available")
+
+
+#: Bytes of memory a synthesizer uses per transfer it must build (columns, lists while building,
+#: the verifier's indexes; a ring allreduce measured 630 per fewest-possible transfer).
+BYTES_PER_TRANSFER = 600
+#: More transfers than this is beyond any schedule a file or a process holds (int32 indexes).
+MAX_TRANSFERS = 2**31
+
+
+def check_collective_size(collective: Any, file: str, field: str, value: Any) -> None:
+    """Refuse a collective whose every schedule is too large to build: it needs at least
+    ``collective.min_transfers()`` transfers (a ring allreduce on 8 ranks with 10**8 chunks per
+    piece needs 5.6 billion)."""
+    need = collective.min_transfers()
+    what = f"{collective.describe()} (at least {need:,} transfers)"
+    if need > MAX_TRANSFERS:
+        raise InputError(file, field, value, f"{what} is more than a schedule can hold ({MAX_TRANSFERS:,} transfers)")
+    require_memory(need * BYTES_PER_TRANSFER, file, field, value, what)

@@ -15,6 +15,7 @@ from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
 from synth.fileio import prepare_output_dir
+from synth.limits import check_collective_size
 from synth.ilp import DEFAULT_SIZE, DEFAULT_TIME_LIMIT, Outcome, describe, sync_time_us
 from synth.ilp.formulation import OBJECTIVES
 from synth.ilp.pareto import DEFAULT_SIZES, Attempt, pareto_frontier
@@ -154,6 +155,7 @@ def ilp_cmd(
     except ValueError as exc:
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError(_CMD, field, root if field == "--root" else chunks, str(exc)) from None
+    check_collective_size(coll, _CMD, "--chunks", chunks)
     what = f"objective {objective}" + (f" at {format_size(size_bytes)}" if objective != "rounds" else "")
     click.echo(f"ilp: {coll.describe()} on {topo.name}, {what}, solver {solver}, symmetry {symmetry}")
     outcomes: list[Outcome] = []

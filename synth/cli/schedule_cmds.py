@@ -11,6 +11,7 @@ from synth.algorithms import METHODS, make_collective, synthesize
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, verify_or_exit
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
+from synth.limits import check_collective_size
 from synth.generated import entry_count, regenerate, schedule_filename
 from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
@@ -69,6 +70,7 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
     except ValueError as exc:
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
+    check_collective_size(coll, "synth synthesize", "--chunks", chunks)
     options = method_options(method, seed, seeds, sizes_text)
     unit = "candidate" if method == "auto" else "delivery"
     with Progress(None, method, quiet=quiet, unit=unit) as bar:
