@@ -59,11 +59,12 @@ def test_check_collective_size_uses_available_memory(monkeypatch):
 def test_min_transfers_is_a_lower_bound(dgx1, kind):
     """Every synthesized schedule has at least `Collective.min_transfers()` transfers."""
     from synth.algorithms import synthesize
+    from synth.errors import NotApplicable
 
     for method in ("ring", "direct"):
         try:
             s = synthesize(dgx1, kind, method)
-        except Exception:  # noqa: BLE001 - a method that does not serve the kind
+        except NotApplicable:  # a method that does not serve the kind
             continue
         assert s.num_transfers >= s.collective.min_transfers() > 0
 

@@ -15,13 +15,13 @@ from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
 from synth.fileio import prepare_output_dir
-from synth.limits import check_collective_size
 from synth.ilp import DEFAULT_SIZE, DEFAULT_TIME_LIMIT, Outcome, describe, sync_time_us
 from synth.ilp.formulation import OBJECTIVES
 from synth.ilp.pareto import DEFAULT_SIZES, Attempt, pareto_frontier
 from synth.ilp.search import ALLREDUCE_MODES
 from synth.ilp.solve import SOLVERS, Progress
 from synth.ilp.symmetry import find_symmetry
+from synth.limits import check_collective_size
 from synth.schedule import save_schedule
 from synth.units import bandwidth_gbps, format_size, parse_size, parse_sizes
 

@@ -11,8 +11,8 @@ from synth.algorithms import METHODS, make_collective, synthesize
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, verify_or_exit
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
-from synth.limits import check_collective_size
 from synth.generated import entry_count, regenerate, schedule_filename
+from synth.limits import check_collective_size
 from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
 from synth.units import parse_sizes
