@@ -17,7 +17,6 @@ import os
 import stat
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,19 +130,21 @@ def _default_mode() -> int:
 SYSTEM_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
-@dataclass(frozen=True)
-class Written:
-    """What an output write did: ``replaced`` an existing file, or created a new one."""
+class Written(type(Path())):  # type: ignore[misc]
+    """The path an output was written to (a `Path`), knowing whether it ``replaced`` a file."""
 
-    path: Path
-    replaced: bool
+    replaced: bool = False
+
+    @classmethod
+    def of(cls, path: Path, replaced: bool) -> Written:
+        written = cls(path)
+        written.replaced = replaced
+        return written
 
     @property
     def verb(self) -> str:
+        """``"replaced"`` or ``"wrote"``, for the command's message."""
         return "replaced" if self.replaced else "wrote"
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.path}"
 
 
 def _system_folder(target: Path) -> Path | None:
@@ -243,4 +244,4 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str |
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return Written(path, existing is not None)
+    return Written.of(path, existing is not None)

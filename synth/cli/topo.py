@@ -114,7 +114,7 @@ def write_builtins_cmd(out: str | None, check: bool) -> None:
             differ += not same
             click.echo(f"{'same' if same else 'DIFFERS'} {path}")
         else:
-            click.echo(str(write_text_atomic(path, text)))
+            click.echo(f"{write_text_atomic(path, text).verb} {path}")
     if differ:
         sys.exit(1)
 
