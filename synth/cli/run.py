@@ -33,7 +33,7 @@ from synth.exec.faults import ExecutionError, describe_position, signal_name, st
 from synth.exec.layout import Layout
 from synth.exec.report import Measurement, average_busbw, table_header, table_row
 from synth.schedule import Schedule, load_schedule
-from synth.units import parse_size, parse_sizes, size_range
+from synth.units import check_factor, parse_size, parse_sizes, size_range
 
 DEFAULT_MIN, DEFAULT_MAX, DEFAULT_FACTOR = "8", "8M", 4.0
 
@@ -108,6 +108,7 @@ class RunSettings:
         self.topology_spec = topology
         self.topology, self.topology_path = schedule_topology_arg(self.schedule, schedule, topology)
         self.sizes = parse_run_sizes(sizes, minbytes, maxbytes, stepfactor)
+        check_run_memory(self.sizes, self.schedule.collective.num_ranks)
         self.dtypes = _parse_list("--dtype", dtype, data.DTYPES, data.parse_dtype)
         self.ops = _parse_list("--op", op, data.OPS, data.parse_op)
         for name, value, low in (("--iters", iters, 1), ("--warmup", warmup, 0)):
@@ -172,8 +173,10 @@ def _parse_list(option: str, text: str, known: dict, parse) -> list:
 def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | None, factor: float | None) -> list[int]:
     """``--size LIST`` or nccl-tests' ``-b/-e/-f``; ranges in ``--size`` step by ``-f`` too."""
     factor = DEFAULT_FACTOR if factor is None else factor
-    if factor <= 1:
-        raise InputError("synth run", "--stepfactor", factor, "must be greater than 1")
+    try:
+        check_factor(factor)
+    except ValueError as exc:
+        raise InputError("synth run", "--stepfactor", factor, str(exc)) from None
     if sizes is not None and (minbytes is not None or maxbytes is not None):
         raise InputError("synth run", "--size", sizes, "give either --size or -b/-e, not both")
     try:
@@ -187,6 +190,21 @@ def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | Non
     except ValueError as exc:
         option = "--size" if sizes is not None else "-b/-e"
         raise InputError("synth run", option, sizes if sizes is not None else f"{minbytes}..{maxbytes}", str(exc)) from None
+
+
+#: Bytes a run holds per byte of size and rank: send and receive buffers, the chunk slots, and
+#: the numpy reference (an upper estimate across the collectives' buffer layouts).
+RUN_BYTES_PER_SIZE_AND_RANK = 6
+
+
+def check_run_memory(sizes: list[int], num_ranks: int) -> None:
+    """Refuse sizes whose buffers cannot fit in memory (all ranks run on this machine)."""
+    from synth.limits import require_memory
+
+    largest = max(sizes)
+    require_memory(
+        largest * num_ranks * RUN_BYTES_PER_SIZE_AND_RANK, "synth run", "--size", largest, f"the buffers of {num_ranks} ranks"
+    )
 
 
 # ====================================================================== synth run
