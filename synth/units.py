@@ -55,7 +55,8 @@ def parse_size(text: str | int) -> int:
         if suffix[1:2].lower() == "i":
             hint = f"{number}{prefix}iB"
         elif prefix:
-            hint = f"{number}{prefix}B (10^{'KMGT'.index(prefix) * 3 + 3} bytes), or {number}{prefix} / {number}{prefix}iB (binary, as nccl-tests)"
+            power = "KMGT".index(prefix) * 3 + 3
+            hint = f"{number}{prefix}B (10^{power} bytes), or {number}{prefix} / {number}{prefix}iB (binary, as nccl-tests)"
         else:
             hint = f"{number}B"
         raise ValueError(f"{text!r}: a lowercase b means bits, and sizes are bytes: write {hint}")
