@@ -50,7 +50,7 @@ def parse_size(text: str | int) -> int:
     if not match:
         raise ValueError(f"{text!r} is not a size (examples: 8, 1KiB, 1M, 1GiB)")
     number, suffix = match.groups()
-    if suffix.endswith("b"):
+    if suffix.endswith("b") and suffix.upper() in _SUFFIX:
         prefix = suffix[:1].upper() if len(suffix) > 1 else ""
         if suffix[1:2].lower() == "i":
             hint = f"{number}{prefix}iB"

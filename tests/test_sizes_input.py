@@ -59,7 +59,7 @@ def test_size_zero_is_refused_everywhere(schedule_file):
         assert_bad_input(invoke("run", schedule_file, *args), "between 1 byte")
 
 
-@pytest.mark.parametrize("text", ["1Mb", "8b", "1kb", "1Gb", "1mib"])
+@pytest.mark.parametrize("text", ["1Mb", "8b", "1kb", "1Gb", "1mib", "1tb"])
 def test_lowercase_b_is_refused(text, schedule_file):
     with pytest.raises(ValueError, match="lowercase b means bits"):
         parse_size(text)
