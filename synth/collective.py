@@ -51,12 +51,20 @@ _BUSBW = {
 }
 
 
+#: Every spelling users bring, with the separators (``-``, ``_``, space) taken out: ours, PyTorch's
+#: (``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all``), NCCL's and MSCCL's
+#: (``allreduce``, ``reducescatter``, ``allgather``, ``alltoall``).
+_SPELLINGS: dict[str, Kind] = {k.value.replace("-", ""): k for k in Kind}
+
+
 def parse_kind(name: str) -> Kind:
-    """Kind by name; accepts ``reduce_scatter``/``reducescatter`` and any case."""
-    key = name.strip().lower().replace("_", "-")
-    if key == "reducescatter":
-        key = "reduce-scatter"
-    return Kind(key)
+    """Kind by name, in any case and with any separators: ``allreduce``, ``all_reduce``,
+    ``all-reduce``, ``reduce_scatter``, ``ReduceScatter``, ``all_to_all``... Raises ValueError."""
+    key = "".join(ch for ch in str(name).lower() if ch not in "-_ ")
+    kind = _SPELLINGS.get(key)
+    if kind is None:
+        raise ValueError(f"{name!r} is not a collective (expected one of {', '.join(k.value for k in Kind)})")
+    return kind
 
 
 def chunks_per_unit(kind: Kind, num_ranks: int) -> int:

@@ -62,12 +62,43 @@ def sweep_options(default: str):
     return decorate
 
 
-def collective_arg(value: str) -> Kind:
+def collective_arg(value: str, command: str = "synth") -> Kind:
+    """The collective named on the command line, in any of the spellings `parse_kind` takes."""
     try:
         return parse_kind(value)
     except ValueError:
         names = ", ".join(k.value for k in Kind)
-        raise InputError("--collective", "collective", value, f"unknown collective (expected one of {names})") from None
+        raise InputError(command, "--collective", value, f"unknown collective (expected one of {names})") from None
 
 
-COLLECTIVE_CHOICE = click.Choice([k.value for k in Kind], case_sensitive=False)
+class CollectiveType(click.ParamType):
+    """``-c/--collective``: any spelling users bring (``all_reduce``, ``reduce_scatter``,
+    ``all_to_all``, ...), given to the command as its `Kind`; an unknown name is one line, exit 2."""
+
+    name = "collective"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Kind):
+            return value
+        return collective_arg(value, ctx.command_path if ctx is not None else "synth")
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return "[" + "|".join(k.value for k in Kind) + "]"
+
+
+COLLECTIVE_CHOICE = CollectiveType()
+
+
+def method_list_arg(text: str | None, command: str, option: str = "--methods") -> list[str] | None:
+    """A comma-separated list of method names, each one `synth methods` lists (None: not given)."""
+    from synth.algorithms import METHODS
+
+    if text is None:
+        return None
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    if not names:
+        raise InputError(command, option, text, "names no method")
+    for name in names:
+        if name not in METHODS:
+            raise InputError(command, option, name, f"unknown method (known: {', '.join(METHODS)})")
+    return names

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import click
 
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, sweep_options, verify_or_exit
+from synth.cli._util import (
+    COLLECTIVE_CHOICE,
+    load_topology_arg,
+    method_list_arg,
+    schedule_topology_arg,
+    sweep_options,
+    verify_or_exit,
+)
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
@@ -42,8 +49,8 @@ def _sizes(size_list, begin, end, factor, step) -> list[int]:
     return sizes_from_options(size_list, begin, end, factor, step)
 
 
-def _methods(text: str | None) -> list[str] | None:
-    return [m.strip() for m in text.split(",") if m.strip()] if text else None
+def _methods(text: str | None, command: str) -> list[str] | None:
+    return method_list_arg(text, command)
 
 
 @click.group("plot", short_help="Pictures: a topology, a schedule over time, every method against the bound.")
@@ -120,7 +127,7 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
     topo, source = load_topology_arg(topology)
     kind = parse_kind(collective)
     sizes = _sizes(size_list, begin, end, factor, step)
-    names = _methods(methods)
+    names = _methods(methods, "synth plot compare")
     if root is not None and not 0 <= root < topo.num_ranks:
         raise InputError("synth plot compare", "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
     total = len(names) if names is not None else len(default_methods(kind))
@@ -177,7 +184,9 @@ def report_cmd(topology, output, collectives, size_list, begin, end, factor, ste
         if big <= 0:
             raise InputError("synth report", "--timeline-size", timeline_size, "must be positive")
     with Progress(None, "report", quiet=quiet, unit="step") as bar:
-        page = build_report(topo, kinds, sizes=sizes, methods=_methods(methods), model=model, timeline_size=big, progress=bar)
+        page = build_report(
+            topo, kinds, sizes=sizes, methods=_methods(methods, "synth report"), model=model, timeline_size=big, progress=bar
+        )
     written = write_text_atomic(output, page, protect=[source])
     click.echo(f"{written.verb} {output}")
 
