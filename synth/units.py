@@ -39,12 +39,13 @@ MAX_SIZE = 2**50
 MAX_SIZES = 100_000
 
 
-def parse_size(text: str | int) -> int:
+def parse_size(text: str | int, *, minimum: int = 0) -> int:
     """Bytes for ``"1MiB"``, ``"1M"`` (binary, as nccl-tests), ``"1MB"`` (decimal), ``"64"``.
-    Raises ValueError with the reason."""
+    ``minimum`` is 1 for the size of a call (size 0 is refused: it moves nothing) and 0 for byte
+    thresholds (MSCCL's minBytes). Raises ValueError with the reason."""
     if isinstance(text, int):
-        if text < 1 or text > MAX_SIZE:
-            raise ValueError(f"size {text} is not between 1 byte and {format_size(MAX_SIZE)}")
+        if not minimum <= text <= MAX_SIZE:
+            raise ValueError(f"size {text} is not between {minimum} and {MAX_SIZE} bytes")
         return text
     match = _SIZE.match(text)
     if not match:
@@ -64,13 +65,14 @@ def parse_size(text: str | int) -> int:
     if factor is None:
         raise ValueError(f"{text!r}: unknown unit {suffix!r} (use B, K/KiB, M/MiB, G/GiB, T/TiB, or KB/MB/GB/TB)")
     if len(number) > 40:
-        raise ValueError(f"{text!r} is not between 1 byte and {format_size(MAX_SIZE)}")
+        raise ValueError(f"{text!r} is not between {minimum} and {format_size(MAX_SIZE)}")
     value = Fraction(number) * factor  # exact: 99999999999999999999999 is not rounded to a float
     if value.denominator != 1:
         raise ValueError(f"{text!r} is not a whole number of bytes")
-    if not 1 <= value <= MAX_SIZE:
+    if not minimum <= value <= MAX_SIZE:
         hint = " (a 0-byte call moves nothing; nccl-tests' -b 0 never grows)" if value == 0 else ""
-        raise ValueError(f"{text!r} is not between 1 byte and {format_size(MAX_SIZE)}{hint}")
+        least = "1 byte" if minimum == 1 else f"{minimum} bytes"
+        raise ValueError(f"{text!r} is not between {least} and {format_size(MAX_SIZE)}{hint}")
     return int(value)
 
 
@@ -84,9 +86,9 @@ def parse_sizes(text: str, factor: float = 2) -> list[int]:
             continue
         if ".." in part:
             lo, hi = part.split("..", 1)
-            sizes.extend(size_range(parse_size(lo), parse_size(hi), factor))
+            sizes.extend(size_range(parse_size(lo, minimum=1), parse_size(hi, minimum=1), factor))
         else:
-            sizes.append(parse_size(part))
+            sizes.append(parse_size(part, minimum=1))
         if len(sizes) > MAX_SIZES:
             raise ValueError(f"{text!r} gives more than {MAX_SIZES} sizes")
     if not sizes:

@@ -181,8 +181,8 @@ def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | Non
         raise InputError("synth run", "--size", sizes, "give either --size or -b/-e, not both")
     try:
         if sizes is None:
-            lo = parse_size(minbytes or DEFAULT_MIN)
-            hi = parse_size(maxbytes) if maxbytes else max(lo, parse_size(DEFAULT_MAX))
+            lo = parse_size(minbytes or DEFAULT_MIN, minimum=1)
+            hi = parse_size(maxbytes, minimum=1) if maxbytes else max(lo, parse_size(DEFAULT_MAX))
             if hi < lo:
                 raise ValueError(f"the largest size {hi} is below the smallest {lo}")
             return size_range(lo, hi, factor)
