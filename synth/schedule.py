@@ -83,6 +83,9 @@ class Schedule:
     route: np.ndarray
     routes: tuple[tuple[str, ...], ...] = ((),)
     source: str = field(default="<schedule>", compare=False)
+    #: Where the topology came from (``topology.source``: ``builtin:NAME`` or a path relative to
+    #: the schedule file's folder), so later commands find it; "" when not recorded.
+    topology_source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _freeze_params(self.params))
@@ -200,10 +203,12 @@ class ScheduleBuilder:
         *,
         topology_name: str | None = None,
         topology_sha256: str | None = None,
+        topology_source: str = "",
     ):
         self.collective = collective
         self.topology_name = topology_name if topology_name is not None else (topology.name if topology else "")
         self.topology_sha256 = topology_sha256 if topology_sha256 is not None else (topology.sha256 if topology else "")
+        self.topology_source = topology_source
         self.method = method
         self.params: dict[str, Any] = dict(params or {})
         self._routes: dict[tuple[str, ...], int] = {(): 0}
@@ -217,6 +222,7 @@ class ScheduleBuilder:
             params=schedule.params,
             topology_name=schedule.topology_name,
             topology_sha256=schedule.topology_sha256,
+            topology_source=schedule.topology_source,
         )
 
     def route_id(self, via: Sequence[str]) -> int:
@@ -327,6 +333,7 @@ class ScheduleBuilder:
             op=cat(3, np.uint8),
             route=cat(4, np.int64),
             routes=routes,
+            topology_source=self.topology_source,
         )
 
 
@@ -362,8 +369,12 @@ def schedule_from_steps(
 
 
 # ===================================================================================== JSON I/O
-def _header(schedule: Schedule) -> dict[str, Any]:
+def _header(schedule: Schedule, topology_source: str | None = None) -> dict[str, Any]:
     c = schedule.collective
+    topology = {"name": schedule.topology_name, "sha256": schedule.topology_sha256}
+    source = schedule.topology_source if topology_source is None else topology_source
+    if source:
+        topology["source"] = source
     return {
         "collective": {
             "name": c.kind.value,
@@ -373,14 +384,15 @@ def _header(schedule: Schedule) -> dict[str, Any]:
         },
         "format": SCHEDULE_FORMAT,
         "synthesizer": {"method": schedule.method, "params": dict(schedule.params)},
-        "topology": {"name": schedule.topology_name, "sha256": schedule.topology_sha256},
+        "topology": topology,
         "version": SCHEDULE_VERSION,
     }
 
 
-def schedule_to_json(schedule: Schedule) -> str:
-    """Deterministic text of a schedule file: sorted keys everywhere, one step per line."""
-    header = _header(schedule)
+def schedule_to_json(schedule: Schedule, *, topology_source: str | None = None) -> str:
+    """Deterministic text of a schedule file: sorted keys everywhere, one step per line.
+    ``topology_source`` (default: the schedule's own) is recorded as ``topology.source``."""
+    header = _header(schedule, topology_source)
     via_text = [json.dumps(list(r), ensure_ascii=True) for r in schedule.routes]
     op_text = [json.dumps(name) for name in OP_NAMES]
     src = schedule.src.tolist()
@@ -481,6 +493,9 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
         raise InputError(source, "topology.name", topo_name, "expected a string")
     if not isinstance(topo_sha, str):
         raise InputError(source, "topology.sha256", topo_sha, "expected a hex string")
+    topo_source = topo.get("source", "")
+    if not isinstance(topo_source, str):
+        raise InputError(source, "topology.source", topo_source, "expected a path or builtin:NAME")
 
     synth = doc.get("synthesizer", {})
     if not isinstance(synth, Mapping):
@@ -503,6 +518,7 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
         method=method,
         params=params,
         source=source,
+        topology_source=topo_source,
         **columns,
     )
 
@@ -745,6 +761,9 @@ def load_schedule(path: str | Path) -> Schedule:
     return schedule_from_document(parse_json(raw, source), source=source)
 
 
-def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Written:
-    """Write a schedule file atomically; refuses to overwrite any path in ``protect``."""
-    return write_text_atomic(path, schedule_to_json(schedule), protect=protect)
+def save_schedule(
+    schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = (), topology_source: str | None = None
+) -> Written:
+    """Write a schedule file atomically; refuses to overwrite any path in ``protect``.
+    ``topology_source`` is recorded as ``topology.source`` (`synth.builtin.TopologyLocation`)."""
+    return write_text_atomic(path, schedule_to_json(schedule, topology_source=topology_source), protect=protect)

@@ -6,29 +6,45 @@ import sys
 
 import click
 
-from synth.builtin import builtin_path, get_topology, resolve_topology_path
+from synth.builtin import TopologyLocation, locate_schedule_topology, locate_topology
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
 from synth.schedule import Schedule
-from synth.topology import Topology
-from synth.verify import VerifyResult, verify
+from synth.text import printable
+from synth.topology import Topology, load_topology
+from synth.verify import VerifyResult, check_topology_match, verify
+
+
+def _loaded(location: TopologyLocation, schedule: Schedule | None = None) -> tuple[Topology, str]:
+    """Load the topology; then (so that a failure stays one line) check it against the schedule
+    it was found through, and say on stderr which file was used when that may surprise."""
+    topology = load_topology(location.path)
+    if schedule is not None and location.builtin is None:
+        check_topology_match(schedule, topology, str(location.path))
+    if location.note:
+        click.echo(f"synth: note: {printable(location.note)}", err=True)
+    return topology, str(location.path)
+
+
+def load_located_topology(spec: str) -> tuple[Topology, TopologyLocation]:
+    """`load_topology_arg` with where it was found (for ``topology.source`` in outputs)."""
+    location = locate_topology(spec)
+    return _loaded(location)[0], location
 
 
 def load_topology_arg(spec: str) -> tuple[Topology, str]:
-    """Topology and the path it came from, for a path or built-in name."""
-    path = resolve_topology_path(spec)
-    return get_topology(str(path)), str(path)
+    """Topology and the path it came from, for a path, a built-in name or ``builtin:NAME``; a
+    file that shadows a built-in's name is used, with a note on stderr."""
+    return _loaded(locate_topology(spec))
 
 
 def schedule_topology_arg(schedule: Schedule, schedule_path: str, topology: str | None) -> tuple[Topology, str]:
-    """The topology given with ``--topology``, or else the built-in the schedule names; and the
-    path it came from."""
+    """The topology given with ``--topology``, or else the one the schedule records
+    (``topology.source``, or a built-in's name); and the path it came from. Which file a recorded
+    source led to is said on stderr; the caller's verification checks its hash."""
     if topology is not None:
         return load_topology_arg(topology)
-    name = schedule.topology_name
-    if not name or not builtin_path(name).is_file():
-        raise InputError(schedule_path, "topology.name", name, "not a built-in topology; pass --topology FILE")
-    return get_topology(name), str(builtin_path(name))
+    return _loaded(locate_schedule_topology(schedule, schedule_path), schedule)
 
 
 def verify_or_exit(schedule: Schedule, topology: Topology, schedule_path: str, *, quiet: bool = False) -> VerifyResult:

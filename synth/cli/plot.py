@@ -95,7 +95,7 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
     plot = _plotting()
     _output(output, "synth plot schedule")
     try:
-        size = parse_size(size_text)
+        size = parse_size(size_text, minimum=1)
     except ValueError as exc:
         raise InputError("synth plot schedule", "--size", size_text, str(exc)) from None
     sched = load_schedule(schedule)
@@ -178,7 +178,7 @@ def report_cmd(topology, output, collectives, size_list, begin, end, factor, ste
     big = None
     if timeline_size is not None:
         try:
-            big = parse_size(timeline_size)
+            big = parse_size(timeline_size, minimum=1)
         except ValueError as exc:
             raise InputError("synth report", "--timeline-size", timeline_size, str(exc)) from None
         if big <= 0:
