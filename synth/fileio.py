@@ -14,6 +14,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
@@ -100,13 +101,34 @@ def parse_json(text: str | bytes, source: str) -> Any:
         raise InputError(source, "", None, f"invalid JSON ({reason})", show_value=False) from None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(text: str, source: str, where: str) -> None:
+    if not text.isascii() and _SURROGATE.search(text):
+        raise InputError(
+            source,
+            where or "(top level)",
+            None,
+            "a string holds an unpaired surrogate (\\ud800-\\udfff escape), not text",
+            show_value=False,
+        )
+
+
 def check_depth(value: Any, source: str, field: str = "", *, limit: int = MAX_JSON_DEPTH) -> None:
     """Refuse a JSON value nested more than ``limit`` levels (iteratively: no recursion to
-    overflow), naming the path of the first container too deep."""
+    overflow), naming the path of the first container too deep; and one whose strings hold an
+    unpaired surrogate (JSON's ``"\\ud800"`` parses, but is no text: it cannot be hashed,
+    written or printed)."""
     stack: list[tuple[Any, str, int]] = [(value, field, 0)]
     while stack:
         item, where, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, source, where)
+            continue
         if isinstance(item, dict):
+            for key in item:
+                _check_text(key, source, where)
             children = ((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
         elif isinstance(item, list):
             children = ((v, f"{where}[{i}]") for i, v in enumerate(item))
@@ -114,7 +136,7 @@ def check_depth(value: Any, source: str, field: str = "", *, limit: int = MAX_JS
             continue
         if depth >= limit:
             raise InputError(source, where or "(top level)", None, f"nested more than {limit} levels deep", show_value=False)
-        stack.extend((v, w, depth + 1) for v, w in children if isinstance(v, (dict, list)))
+        stack.extend((v, w, depth + 1) for v, w in children if isinstance(v, (dict, list, str)))
 
 
 @functools.cache

@@ -29,6 +29,7 @@ from synth.collective import ROOTED, Collective, Kind, collective_from_counts
 from synth.errors import InputError
 from synth.fileio import Written, write_text_atomic
 from synth.limits import MAX_JSON_DEPTH
+from synth.text import printable
 from synth.topology import Topology
 
 SCHEDULE_FORMAT = "synth-schedule"
@@ -163,9 +164,10 @@ class Schedule:
     __hash__ = None  # type: ignore[assignment]
 
     def summary(self) -> str:
+        """One line; the method and topology names are escaped (they come from files)."""
         return (
             f"{self.collective.describe()}, {self.num_steps} steps, {self.num_transfers} transfers"
-            f" (method {self.method}, topology {self.topology_name})"
+            f" (method {printable(self.method)}, topology {printable(self.topology_name)})"
         )
 
     # ----------------------------------------------------------------------------------- edits

@@ -30,6 +30,7 @@ import numpy as np
 from synth.collective import Collective
 from synth.errors import InputError
 from synth.schedule import OP_COPY, OP_REDUCE, Schedule
+from synth.text import printable
 from synth.topology import Topology
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20  # bytes of verifier state per chunk block
@@ -52,7 +53,7 @@ class Violation:
         where = "final state" if self.step is None else f"step {self.step}, transfer {self.transfer}"
         rank = "" if self.rank is None else f", rank {self.rank}"
         chunk = "" if self.chunk is None else f", chunk {self.chunk}"
-        return f"{where}{rank}{chunk}: {self.message} [{self.rule}]"
+        return f"{where}{rank}{chunk}: {printable(self.message)} [{self.rule}]"
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class VerifyResult:
         s = self.schedule
         head = (
             f"{s.collective.describe()}; {s.num_steps} steps, {s.num_transfers} transfers"
-            f" on {s.topology_name} (method {s.method})"
+            f" on {printable(s.topology_name)} (method {printable(s.method)})"
         )
         return f"OK {head}" if self.ok else f"INVALID {head}: {self.violation}"
 
