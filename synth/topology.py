@@ -58,8 +58,12 @@ class Link:
 class Topology:
     """A validated machine description.
 
-    ``sha256`` identifies the file this topology came from (canonical JSON of the document, see
-    `synth.canonical`); for a topology built in memory it is the hash of `to_document()`.
+    ``sha256`` is the hash schedules name it by: the canonical JSON of what a schedule's meaning
+    depends on, `content_document` (ranks, switches, merged directed links; not the name, the
+    description or the hosts), so editing a description keeps every schedule valid.
+    ``document_sha256`` is the hash of the whole file as read (the definition before), kept so
+    that schedules written before still verify; for a topology built in memory it is the hash of
+    `to_document()`, which is what the file `topology_to_json` writes would give.
     """
 
     name: str
@@ -68,10 +72,18 @@ class Topology:
     links: tuple[Link, ...] = ()
     description: str = ""
     sha256: str = field(default="", compare=False)
+    document_sha256: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.sha256:
-            object.__setattr__(self, "sha256", canonical_sha256(self.to_document()))
+            object.__setattr__(self, "sha256", canonical_sha256(content_document(self)))
+        if not self.document_sha256:
+            object.__setattr__(self, "document_sha256", canonical_sha256(self.to_document()))
+
+    def made_for(self, sha256: str) -> bool:
+        """Whether a schedule naming ``sha256`` was made for this topology: the content hash, or
+        (for schedules written before it) the hash of the whole topology file."""
+        return bool(sha256) and sha256 in (self.sha256, self.document_sha256)
 
     # ----------------------------------------------------------------------------- sizes & names
     @property
@@ -173,6 +185,7 @@ class Topology:
             links=links,
             description=self.description,
             sha256=self.sha256,
+            document_sha256=self.document_sha256,
         )
         rev.__dict__["_reversed"] = self
         self.__dict__["_reversed"] = rev
@@ -251,6 +264,23 @@ class Topology:
         return topology_from_document(doc, source="<networkx graph>")
 
 
+def content_document(topo: Topology) -> dict[str, Any]:
+    """What a schedule's meaning depends on, as a JSON document: format, version, the rank names
+    in rank order, the switch names in file order, and the directed links after merging (as
+    `Topology.to_document` writes them: a duplex entry where both directions agree). Its canonical
+    JSON's SHA-256 is `Topology.sha256`. Left out: ``name`` and ``description`` (labels), the
+    ranks' and switches' ``host`` (a grouping hint for synthesizers: no transfer's validity or
+    time depends on it), and how the file spells things (entry order, defaults, parallel entries)."""
+    doc = topo.to_document()
+    return {
+        "format": TOPOLOGY_FORMAT,
+        "version": TOPOLOGY_VERSION,
+        "ranks": [n.name for n in topo.ranks],
+        "switches": [n.name for n in topo.switches],
+        "links": doc["links"],
+    }
+
+
 def _node_doc(name: str, host: str | None) -> dict[str, Any]:
     return {"name": name, "host": host} if host is not None else {"name": name}
 
@@ -303,7 +333,7 @@ def _parse_node(entry: Any, where: str, source: str) -> Node:
     return Node(name=name, host=host)
 
 
-def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | None = None) -> Topology:
+def topology_from_document(doc: Any, source: str = "<topology>") -> Topology:
     """Validate a parsed ``synth-topology`` document and build the `Topology`.
 
     Raises `InputError` naming ``source``, the field and the value for the first problem found.
@@ -399,7 +429,7 @@ def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | N
         switches=switches,
         links=links,
         description=description,
-        sha256=sha256 or canonical_sha256(doc),
+        document_sha256=canonical_sha256(doc),
     )
     _check_reachability(topo, source)
     return topo

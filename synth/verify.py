@@ -100,7 +100,7 @@ def check_topology_match(schedule: Schedule, topology: Topology, topology_source
             schedule.collective.num_ranks,
             f"topology {where} has {topology.num_ranks} ranks",
         )
-    if schedule.topology_sha256 != topology.sha256:
+    if not topology.made_for(schedule.topology_sha256):
         raise TopologyMismatch(
             schedule.source,
             "topology.sha256",
