@@ -715,7 +715,7 @@ def _explain_transfer(t: Any, where: str, source: str) -> None:
         if type(t[key]) is not int:
             raise InputError(source, f"{where}.{key}", t[key], "expected an integer")
     o = t.get("op", "copy")
-    if o not in OP_CODES:
+    if not isinstance(o, str) or o not in OP_CODES:
         raise InputError(source, f"{where}.op", o, "op must be 'copy' or 'reduce'")
     via = t.get("via")
     if via is not None and not isinstance(via, list):

@@ -116,3 +116,10 @@ def test_good_files_still_read(tmp_path, schedule_file):
     shutil.copy(builtin_path("dgx1"), tmp_path / "t.json")
     assert load_topology(tmp_path / "t.json").num_ranks == 8
     assert load_schedule(schedule_file).num_transfers == 112
+
+
+@pytest.mark.parametrize("op", ["[]", "{}", "1", "null"])
+def test_an_op_that_is_not_a_string(schedule_file, op):
+    """Found by the fuzz test: "op": [] raised TypeError (unhashable) while explaining the error."""
+    schedule_file.write_text(schedule_file.read_text().replace('"op": "reduce"', f'"op": {op}', 1))
+    assert_bad_input(invoke("verify", schedule_file), "steps[0][0]")
