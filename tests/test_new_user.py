@@ -52,3 +52,16 @@ def test_an_unknown_method_in_compare_is_bad_input():
     assert_bad_input(invoke("compare", "dgx1", "-c", "allreduce", "-m", ",", "--size", "1M"), "names no method")
     ok = invoke("compare", "dgx1", "-c", "all_reduce", "-m", "ring", "--size", "1M")
     assert ok.exit_code == 0 and "ring" in ok.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("synthesize", "dgx1", "-c", "allreduce", "-m", "rng"), "'rng' is not one of"),
+        (("synthesize", "dgx1"), "Missing option"),
+        (("nosuch",), "No such command"),
+        (("topo", "gen", "ring", "--ranks", "x"), "not a valid integer"),
+    ],
+)
+def test_usage_errors_are_one_line_too(args, needle):
+    assert_bad_input(invoke(*args), needle, "--help")

@@ -28,6 +28,10 @@ class SynthGroup(click.Group):
         except SynthError as exc:
             click.echo(f"synth: error: {printable(exc)}", err=True)
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # an unknown option or choice: one line too, not click's usage block
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            click.echo(f"synth: error: {where}: {printable(exc.format_message())} (see {where} --help)", err=True)
+            sys.exit(2)
         except KeyboardInterrupt:
             click.echo("synth: interrupted", err=True)
             sys.exit(130)
