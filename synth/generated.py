@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
-from synth.builtin import BUILTIN_NAMES, builtin_path
+from synth.builtin import BUILTIN_NAMES, BUILTIN_PREFIX, builtin_path
 from synth.collective import ALL_KINDS, Kind
 from synth.errors import NotApplicable
 from synth.routing import router_for
@@ -70,7 +70,8 @@ def entries(
                     yield Entry(topo_name, kind, method, None, schedule.num_steps, schedule.num_transfers, note), None
                     continue
                 rel = f"{topo_name}/{schedule_filename(kind, method)}"
-                yield Entry(topo_name, kind, method, rel, schedule.num_steps, schedule.num_transfers), schedule_to_json(schedule)
+                text = schedule_to_json(schedule, topology_source=f"{BUILTIN_PREFIX}{topo_name}")
+                yield Entry(topo_name, kind, method, rel, schedule.num_steps, schedule.num_transfers), text
 
 
 def entry_count(
