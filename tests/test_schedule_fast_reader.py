@@ -11,7 +11,7 @@ from synth.algorithms import synthesize
 from synth.builtin import get_topology
 from synth.errors import InputError
 from synth.fileio import parse_json
-from synth.schedule import _fast_columns, load_schedule, schedule_from_document, schedule_to_json
+from synth.schedule import _fast_columns, _fast_header, load_schedule, schedule_from_document, schedule_to_json
 
 
 def _text() -> bytes:
@@ -78,7 +78,8 @@ def _apply(raw: bytes, edits) -> bytes:
 
 
 def test_the_unmutated_file_takes_the_fast_path():
-    assert _fast_columns(BASE) is not None
+    fast = _fast_columns(BASE)
+    assert fast is not None and _fast_header(fast[0]) is not None  # no silent fall-back to json
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
