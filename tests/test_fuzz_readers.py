@@ -16,6 +16,7 @@ binary or XML formats, their own `Reader.mutations`.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import resource
@@ -97,7 +98,8 @@ def json_mutation(draw, seed: bytes) -> bytes:
         paths = _paths(doc)
         path = draw(st.sampled_from(paths))
         delete = bool(path) and draw(st.booleans())
-        doc = _set(doc, path, draw(st.sampled_from(NASTY_VALUES)), delete)
+        # a copy: a later mutation of this draw may reach inside the value, which must not change NASTY_VALUES
+        doc = _set(doc, path, copy.deepcopy(draw(st.sampled_from(NASTY_VALUES))), delete)
     return json.dumps(doc, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
 
 
