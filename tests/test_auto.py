@@ -122,18 +122,22 @@ def test_identical_candidates_kept_once_and_explanation_short(builtin):
     assert "over 11 sizes" in first and first.count("x the lower bound") == 3
 
 
-def test_pipelined_ilp_candidate_at_large_sizes(builtin):
+def test_pipelined_ilp_candidate_at_large_sizes(builtin, monkeypatch):
     """At 1 GiB on an 8-rank machine auto also asks the ILP for a pipelined schedule, with waves of
-    ingress / slowest link chunks: on a DGX-1 (6) that reaches the gather bound the greedy misses."""
+    ingress / slowest link chunks: on a DGX-1 (6) that reaches the gather bound the greedy misses.
+    The ILP gets 120 s instead of auto's 10: its solves end at their proof in about 5 s, but on a
+    loaded machine (pytest-xdist workers, other users) 10 s of wall time can stop it short of
+    the bound (1.29 x seen), which would test the machine's load, not auto."""
     from synth.bounds import bound_model
     from synth.selection import wave_chunks
 
+    monkeypatch.setattr("synth.selection.EXACT_SECONDS", 120.0)
     dgx1 = builtin("dgx1")
     assert wave_chunks(dgx1) == 6 and wave_chunks(gen.nvswitch(8, 100.0)) == 1
-    schedule = synthesize(dgx1, "gather", "auto", root=0, options={"size": 1 << 30})
+    schedule = synthesize(dgx1, "gather", "auto", root=0, options={"size": 1 << 30, "budget": 600})
     assert "ilp@1GiB/pipelined" in schedule.params["predicted_us"]
     best = min(times[0] for times in schedule.params["predicted_us"].values())
-    assert best <= 1.05 * bound_model(dgx1, "gather", 0).time_us(1 << 30)  # 1.001 when the ILP has its 10 s
+    assert best <= 1.05 * bound_model(dgx1, "gather", 0).time_us(1 << 30)  # 1.001 once the ILP proves its optimum
     assert predicted_us(schedule, dgx1, [1 << 30])[0] == pytest.approx(best, abs=1e-3)
     small = synthesize(dgx1, "gather", "auto", root=0, options={"size": 1 << 10})
     assert not any("pipelined" in label for label in small.params["predicted_us"])

@@ -5,8 +5,8 @@ import pytest
 from synth import generators as gen
 from synth.collective import Collective, Kind
 from synth.registry import synthesize
-from synth.schedule import Transfer, schedule_from_steps
-from synth.verify import TopologyMismatch, VerificationError, check, verify
+from synth.schedule import TopologyMismatch, Transfer, schedule_from_steps
+from synth.verify import VerificationError, check, verify
 
 from .reference import reference_check
 

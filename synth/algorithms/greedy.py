@@ -16,7 +16,8 @@ Options (``synth synthesize -m greedy``): ``seed`` (default 0; ties are broken b
 from it, so a seed always gives the same schedule), ``seeds`` (try that many seeds from ``seed``
 on and keep the fastest), ``size`` (bytes; without ``--chunks``, try chunk counts and link-room
 multipliers and keep the fastest at that size; seeds are compared at ``size``, or 1 GiB without it),
-``progress`` (a callable ``(done, total)``, library only).
+``progress`` (a callable ``(done, total)``, library only), ``engine`` (an `EngineOptions`: the engine's
+mode thresholds and knobs, library only; tests use it to reach the modes of thousands of ranks).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from synth.algorithms.engines.builders import dispatcher, with_reductions
-from synth.algorithms.engines.greedy_engine import Plan, disseminate, link_capacity
+from synth.algorithms.engines.greedy_engine import EngineOptions, Plan, disseminate, link_capacity
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import check_options, predicted_us
 from synth.collective import Collective, Kind
@@ -36,7 +37,7 @@ from synth.schedule import Schedule
 from synth.topology import Topology
 
 NAME = "greedy"
-OPTIONS = frozenset({"seed", "seeds", "size", "progress"})
+OPTIONS = frozenset({"seed", "seeds", "size", "progress", "engine"})
 
 #: size at which seeds are compared when no size is given
 REFERENCE_SIZE = 1 << 30
@@ -108,6 +109,9 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     seeds = _option_int(options, "seeds", 1, 1)
     size = _option_int(options, "size", None, 1)
     progress = options.get("progress")
+    engine = options.get("engine", EngineOptions())
+    if not isinstance(engine, EngineOptions):
+        raise ValueError(f"greedy option engine must be an EngineOptions, got {engine!r}")
     router = router or router_for(topology)
     choose = size is not None and options.get("requested_chunks", collective.chunks_per_piece) is None
     kind, r = collective.kind, collective.num_ranks
@@ -129,7 +133,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             best = (time, schedule.num_transfers, schedule, coll, plan)
         return better
 
-    base = Plan(seed=seed)
+    base = Plan(seed=seed, engine=engine)
     if choose:
         misses = 0
         for k in chunk_candidates(kind, r):

@@ -8,7 +8,7 @@ import json
 
 import click
 
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, sweep_options
+from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, method_list_arg, sweep_options
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import parse_kind
 from synth.compare import DEFAULT_SIZES, Comparison, compare
@@ -115,7 +115,7 @@ def compare_cmd(topology, collective, root, size_list, begin, end, factor, step,
         sizes = list(DEFAULT_SIZES)
     else:
         sizes = sizes_from_options(size_list, begin, end, factor, step)
-    names = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    names = method_list_arg(methods, "synth compare")
     if root is not None and not 0 <= root < topo.num_ranks:
         raise InputError("synth compare", "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
 

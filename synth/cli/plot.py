@@ -6,7 +6,14 @@ from __future__ import annotations
 import click
 
 import synth.plot
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, sweep_options, verify_or_exit
+from synth.cli._util import (
+    COLLECTIVE_CHOICE,
+    load_topology_arg,
+    method_list_arg,
+    schedule_topology_arg,
+    sweep_options,
+    verify_or_exit,
+)
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import Kind, parse_kind
 from synth.compare import compare
@@ -41,8 +48,8 @@ def _sizes(size_list, begin, end, factor, step) -> list[int]:
     return sizes_from_options(size_list, begin, end, factor, step)
 
 
-def _methods(text: str | None) -> list[str] | None:
-    return [m.strip() for m in text.split(",") if m.strip()] if text else None
+def _methods(text: str | None, command: str) -> list[str] | None:
+    return method_list_arg(text, command)
 
 
 @click.group("plot", short_help="Pictures: a topology, a schedule over time, every method against the bound.")
@@ -64,8 +71,8 @@ def plot_topo_cmd(topology, output, collapse):
     _output(output, "synth plot topo")
     topo, source = load_topology_arg(topology)
     fig = plot.plot_topology(topo, collapse=collapse)
-    plot.save(fig, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 @plot_group.command("schedule", short_help="Gantt chart of a schedule's simulation, one row per link.")
@@ -85,15 +92,15 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
     plot = _plotting()
     _output(output, "synth plot schedule")
     try:
-        size = parse_size(size_text)
+        size = parse_size(size_text, minimum=1)
     except ValueError as exc:
         raise InputError("synth plot schedule", "--size", size_text, str(exc)) from None
     sched = load_schedule(schedule)
     topo, _ = schedule_topology_arg(sched, schedule, topology)
     verify_or_exit(sched, topo, schedule)
     fig = plot.plot_timeline(sched, topo, size, model=model, color_by=color_by, max_rows=max_rows)
-    plot.save(fig, output, protect=[schedule, topology] if topology else [schedule])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[schedule, topology] if topology else [schedule])
+    click.echo(f"{written.verb} {output}")
 
 
 @plot_group.command("compare", short_help="busbw against size for every method, with the lower bound.")
@@ -115,7 +122,7 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
     topo, source = load_topology_arg(topology)
     kind = parse_kind(collective)
     sizes = _sizes(size_list, begin, end, factor, step)
-    names = _methods(methods)
+    names = _methods(methods, "synth plot compare")
     if root is not None and not 0 <= root < topo.num_ranks:
         raise InputError("synth plot compare", "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
     with Progress(None, "compare", quiet=quiet, unit="candidate") as bar:
@@ -124,8 +131,8 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
         reasons = "; ".join(f"{o.method}: {o.note}" for o in result.outcomes)
         raise InputError("synth plot compare", "--methods", methods, f"no method serves {kind.value} on {topo.name} ({reasons})")
     fig = plot.plot_curves(result, nccl=nccl)
-    plot.save(fig, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 @click.command("report", short_help="One self-contained HTML page: topology, every method vs the bound, timelines.")
@@ -162,15 +169,17 @@ def report_cmd(topology, output, collectives, size_list, begin, end, factor, ste
     big = None
     if timeline_size is not None:
         try:
-            big = parse_size(timeline_size)
+            big = parse_size(timeline_size, minimum=1)
         except ValueError as exc:
             raise InputError("synth report", "--timeline-size", timeline_size, str(exc)) from None
         if big <= 0:
             raise InputError("synth report", "--timeline-size", timeline_size, "must be positive")
     with Progress(None, "report", quiet=quiet, unit="step") as bar:
-        page = build_report(topo, kinds, sizes=sizes, methods=_methods(methods), model=model, timeline_size=big, progress=bar)
-    write_text_atomic(output, page, protect=[source])
-    click.echo(f"wrote {output}")
+        page = build_report(
+            topo, kinds, sizes=sizes, methods=_methods(methods, "synth report"), model=model, timeline_size=big, progress=bar
+        )
+    written = write_text_atomic(output, page, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 COMMANDS = [plot_group, report_cmd]
