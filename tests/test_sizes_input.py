@@ -45,7 +45,7 @@ def test_huge_sizes_in_report_and_compare(tmp_path):
 
 
 def test_run_checks_the_buffers_against_memory(schedule_file):
-    assert_bad_input(invoke("run", schedule_file, "--size", "1T"), "--size", "is available")
+    assert_bad_input(invoke("run", schedule_file, "--size", "1T"), "--size", "of shared memory but")
 
 
 @pytest.mark.parametrize("factor", ["nan", "inf", "1", "0.5", "-2"])
