@@ -8,9 +8,20 @@ Bandwidths are GB/s per direction, latencies µs per link.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from synth.topology import TOPOLOGY_FORMAT, TOPOLOGY_VERSION, Topology, _json_number, topology_from_document
+from synth.limits import available_memory
+from synth.topology import (
+    MAX_BANDWIDTH,
+    MAX_LATENCY,
+    MIN_BANDWIDTH,
+    TOPOLOGY_FORMAT,
+    TOPOLOGY_VERSION,
+    Topology,
+    json_number,
+    topology_from_document,
+)
 
 #: DGX-1 (V100) hybrid cube-mesh: number of NVLinks between GPUs i and j, as the NVIDIA DGX-1 System
 #: Architecture white paper (WP-08437-001) draws them (six per GPU; SCCL, arXiv 2008.08708, uses the same).
@@ -26,7 +37,7 @@ DGX1_NVLINKS = (
 )
 
 
-class _Doc:
+class TopologyDoc:
     """Accumulates nodes and duplex links into a topology document."""
 
     def __init__(self, name: str, description: str):
@@ -45,7 +56,7 @@ class _Doc:
         return name
 
     def link(self, a: str, b: str, bandwidth: float, latency: float, *, duplex: bool = True) -> None:
-        entry: dict[str, Any] = {"a": a, "b": b, "bandwidth": _json_number(bandwidth), "latency": _json_number(latency)}
+        entry: dict[str, Any] = {"a": a, "b": b, "bandwidth": json_number(bandwidth), "latency": json_number(latency)}
         if not duplex:
             entry["duplex"] = False
         self.links.append(entry)
@@ -65,10 +76,45 @@ class _Doc:
         return topology_from_document(self.document(), source=f"<generated {self.name}>")
 
 
+#: The largest machine a generator builds: far beyond today's clusters, small enough to build in
+#: a few GB of memory. Counts are checked before anything is allocated.
+MAX_GENERATED_NODES = 2**17
+MAX_GENERATED_LINKS = 2**20
+#: Bytes of memory per link entry while a topology is built and validated (document, links, indexes).
+BYTES_PER_LINK = 2000
+
+
 def _check_positive(**values: float) -> None:
     for key, value in values.items():
-        if value is None or value <= 0:
+        if value is None or not value > 0:
             raise ValueError(f"{key} must be positive, got {value}")
+        if "bandwidth" in key and not MIN_BANDWIDTH <= value <= MAX_BANDWIDTH:
+            raise ValueError(f"{key} must be between {MIN_BANDWIDTH:g} and {MAX_BANDWIDTH:g} GB/s, got {value:g}")
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"{key} must be a finite number, got {value}")
+
+
+def _check_latency(**values: float) -> None:
+    for key, value in values.items():
+        if not 0 <= value <= MAX_LATENCY:  # NaN fails too
+            raise ValueError(f"{key} must be between 0 and {MAX_LATENCY:g} us, got {value}")
+
+
+def _check_size(family: str, nodes: int, links: int) -> None:
+    """Refuse parameters that make more nodes or links than a machine can mean or memory holds."""
+    if nodes > MAX_GENERATED_NODES:
+        raise ValueError(f"{family} would have {nodes} nodes; the generators build at most {MAX_GENERATED_NODES}")
+    if links > MAX_GENERATED_LINKS:
+        raise ValueError(f"{family} would have {links} links; the generators build at most {MAX_GENERATED_LINKS}")
+    need, have = links * BYTES_PER_LINK, available_memory()
+    if need > have:
+        raise ValueError(
+            f"{family} with {links} links needs about {need / 1e9:.1f} GB to build; {have / 1e9:.1f} GB is available"
+        )
 
 
 # ===================================================================================== classic
@@ -77,7 +123,9 @@ def ring(n: int, bandwidth: float = 25.0, latency: float = 0.7, *, name: str | N
     if n < 2:
         raise ValueError("a ring needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
-    doc = _Doc(name or f"ring{n}", f"{n} ranks in a bidirectional ring, {bandwidth:g} GB/s and {latency:g} us per link.")
+    _check_latency(latency=latency)
+    _check_size("the ring", n, n)
+    doc = TopologyDoc(name or f"ring{n}", f"{n} ranks in a bidirectional ring, {bandwidth:g} GB/s and {latency:g} us per link.")
     names = [doc.rank(f"r{i}") for i in range(n)]
     pairs = {tuple(sorted((i, (i + 1) % n))) for i in range(n)}
     for a, b in sorted(pairs):
@@ -89,8 +137,10 @@ def _grid(rows: int, cols: int, bandwidth: float, latency: float, wrap: bool, na
     if rows < 1 or cols < 1 or rows * cols < 2:
         raise ValueError("a grid needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
+    _check_latency(latency=latency)
+    _check_size("the grid", rows * cols, 2 * rows * cols)
     kind = "torus" if wrap else "mesh"
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"{kind}{rows}x{cols}",
         f"{rows} x {cols} 2-D {kind} of ranks (row-major ids), {bandwidth:g} GB/s and {latency:g} us per link"
         + (", with wrap-around links." if wrap else "."),
@@ -127,8 +177,14 @@ def hypercube(dim: int, bandwidth: float = 25.0, latency: float = 0.7, *, name: 
     if dim < 1:
         raise ValueError("a hypercube needs dimension at least 1")
     _check_positive(bandwidth=bandwidth)
+    _check_latency(latency=latency)
+    if dim > 62:
+        raise ValueError(
+            f"a hypercube of dimension {dim} would have 2**{dim} ranks; the generators build at most {MAX_GENERATED_NODES}"
+        )
+    _check_size("the hypercube", 1 << dim, (1 << dim) * dim // 2)
     n = 1 << dim
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"hypercube{dim}", f"{dim}-dimensional hypercube of {n} ranks, {bandwidth:g} GB/s and {latency:g} us per link."
     )
     names = [doc.rank(f"r{i}") for i in range(n)]
@@ -145,7 +201,9 @@ def fully_connected(n: int, bandwidth: float = 25.0, latency: float = 0.7, *, na
     if n < 2:
         raise ValueError("needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
-    doc = _Doc(name or f"full{n}", f"{n} fully connected ranks, {bandwidth:g} GB/s and {latency:g} us per link.")
+    _check_latency(latency=latency)
+    _check_size("the fully connected machine", n, n * (n - 1) // 2)
+    doc = TopologyDoc(name or f"full{n}", f"{n} fully connected ranks, {bandwidth:g} GB/s and {latency:g} us per link.")
     names = [doc.rank(f"r{i}") for i in range(n)]
     for i in range(n):
         for j in range(i + 1, n):
@@ -174,9 +232,13 @@ def nvswitch(
     g mod rails (rail-optimized, as DGX SuperPODs are cabled).
     """
     _check_positive(gpus=gpus, bandwidth=bandwidth, boxes=boxes, rails=rails)
+    if nic_bandwidth is not None:
+        _check_positive(nic_bandwidth=nic_bandwidth)
+    _check_latency(latency=latency, nic_latency=nic_latency, gpu_nic_latency=gpu_nic_latency)
+    _check_size("the NVSwitch machine", boxes * (2 * gpus + 1) + rails, boxes * gpus * 3)
     if boxes > 1 and nic_bandwidth is None:
         raise ValueError("several boxes need --nic-bandwidth to be joined")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"nvswitch{gpus}" if boxes == 1 else f"nvswitch{gpus}x{boxes}"),
         description
         or (
@@ -220,10 +282,14 @@ def dgx1(
     With several boxes, each box has one NIC of ``nic_bandwidth`` that every GPU of the box reaches
     over PCIe (``pcie_bandwidth``), and the NICs share one network switch (the NDv2 layout).
     """
-    _check_positive(boxes=boxes, nvlink_bandwidth=nvlink_bandwidth)
+    _check_positive(boxes=boxes, nvlink_bandwidth=nvlink_bandwidth, pcie_bandwidth=pcie_bandwidth)
+    if nic_bandwidth is not None:
+        _check_positive(nic_bandwidth=nic_bandwidth)
+    _check_latency(nvlink_latency=nvlink_latency, nic_latency=nic_latency, pcie_latency=pcie_latency)
+    _check_size("the DGX-1 machine", boxes * 10 + 1, boxes * 30)
     if boxes > 1 and nic_bandwidth is None:
         raise ValueError("several DGX-1 boxes need a NIC bandwidth")
-    doc = _Doc(name or ("dgx1" if boxes == 1 else f"dgx1x{boxes}"), description or "DGX-1 boxes.")
+    doc = TopologyDoc(name or ("dgx1" if boxes == 1 else f"dgx1x{boxes}"), description or "DGX-1 boxes.")
     ib = doc.switch("ib") if boxes > 1 else None
     for b in range(boxes):
         prefix = f"n{b}-" if boxes > 1 else ""
@@ -263,10 +329,12 @@ def pcie_tree(
         pcie_bandwidth=pcie_bandwidth,
         inter_socket_bandwidth=inter_socket_bandwidth,
     )
+    _check_latency(pcie_latency=pcie_latency, inter_socket_latency=inter_socket_latency)
     total = sockets * switches_per_socket * gpus_per_switch
+    _check_size("the PCIe tree", total + sockets * (switches_per_socket + 1), total + sockets * switches_per_socket + sockets**2)
     if total < 1:
         raise ValueError("no GPUs")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"pcie{total}",
         description
         or (
@@ -321,7 +389,14 @@ def fattree(
         oversubscription=oversubscription,
         spines=spines,
     )
-    doc = _Doc(
+    _check_latency(
+        nvlink_latency=nvlink_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency, spine_latency=spine_latency
+    )
+    gpus_total = racks * servers * gpus
+    _check_size("the fat-tree", 2 * gpus_total + racks * (servers + 1) + spines, 3 * gpus_total + racks * spines)
+    if not MIN_BANDWIDTH <= servers * gpus * nic_bandwidth / oversubscription / spines <= MAX_BANDWIDTH:
+        raise ValueError("the uplinks' bandwidth (servers x gpus x nic bandwidth / oversubscription / spines) is out of range")
+    doc = TopologyDoc(
         name or f"fattree{racks}x{servers}x{gpus}",
         description
         or (

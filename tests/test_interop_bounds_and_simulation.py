@@ -19,6 +19,17 @@ from synth.simulate import Simulator
 from .conftest import REPO
 
 DATA = REPO / "tests" / "data"
+REALDATA = REPO.parent / "shared" / "reference" / "realdata"
+
+
+def dump(name: str):
+    """A dump the project wrote (tests/data) or a real one from ../shared/reference/realdata (else skip)."""
+    for path in (DATA / name, REALDATA / name):
+        if path.is_file():
+            return path
+    pytest.skip(f"{REALDATA / name} is absent: the real NCCL dumps are read from ../shared/reference/realdata beside the clone")
+
+
 SIZES = (1 << 10, 1 << 20, 1 << 30)
 CASES = [
     (name, path)
@@ -44,26 +55,26 @@ def _bandwidth_terms(topology, kinds=(Kind.ALLGATHER, Kind.REDUCE_SCATTER, Kind.
 
 
 @pytest.mark.parametrize(
-    ("dump", "builtin"),
+    ("name", "builtin"),
     [("nccl-dgx1-v100-8gpu.xml", "dgx1"), ("nccl-hgx-a100-8gpu.xml", "dgx-a100"), ("nccl-ibm-h100-8gpu.xml", "dgx-h100")],
 )
-def test_nvlink_fabric_bounds_match_builtin(dump, builtin):
+def test_nvlink_fabric_bounds_match_builtin(name, builtin):
     """The NVLink fabric of a dump (datasheet 25 GB/s per NVLink, as the built-ins) has the
     built-in's bandwidth bounds for every collective."""
-    imported = import_nccl_topology(DATA / dump, nvlink_only=True, nvlink_bandwidth=25.0).topology
+    imported = import_nccl_topology(dump(name), nvlink_only=True, nvlink_bandwidth=25.0).topology
     assert _bandwidth_terms(imported) == pytest.approx(_bandwidth_terms(get_topology(builtin)), rel=1e-9)
 
 
 def test_pcie_server_bounds_match_builtin():
     """The 8 x RTX 3090 PCIe server imports with NCCL's own figures into pcie-2socket's bounds."""
-    imported = import_nccl_topology(DATA / "nccl-rtx3090-pcie-8gpu.xml").topology
+    imported = import_nccl_topology(dump("nccl-rtx3090-pcie-8gpu.xml")).topology
     assert _bandwidth_terms(imported) == pytest.approx(_bandwidth_terms(get_topology("pcie-2socket")), rel=1e-9)
 
 
 def test_full_imports_bound_at_least_the_nvlink_fabric():
     """With PCIe and NICs added, a machine can only be as fast or faster than its NVLink fabric."""
-    for dump in ("nccl-dgx1-v100-8gpu.xml", "nccl-hgx-a100-8gpu.xml"):
-        full = _bandwidth_terms(import_nccl_topology(DATA / dump, nvlink_bandwidth=25.0).topology)
-        fabric = _bandwidth_terms(import_nccl_topology(DATA / dump, nvlink_only=True, nvlink_bandwidth=25.0).topology)
+    for name in ("nccl-dgx1-v100-8gpu.xml", "nccl-fixture-nvswitch-8gpu.xml", "nccl-fixture-vm-8gpu.xml"):
+        full = _bandwidth_terms(import_nccl_topology(dump(name), nvlink_bandwidth=25.0).topology)
+        fabric = _bandwidth_terms(import_nccl_topology(dump(name), nvlink_only=True, nvlink_bandwidth=25.0).topology)
         for kind in full:
-            assert full[kind] <= fabric[kind] * (1 + 1e-9), (dump, kind)
+            assert full[kind] <= fabric[kind] * (1 + 1e-9), (name, kind)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.bounds.cuts import Cut, min_cut_between
-from synth.highs import new_highs
+from synth.solver_output import native_stdout_to_stderr, new_highs
 from synth.topology import Topology
 
 INF = float("inf")
@@ -311,7 +311,9 @@ def alltoall_flow_lp(topology: Topology, solver: str = "highs") -> FlowLP | None
         return None
     for solve in order:
         try:
-            result = solve(topology)
+            # whatever a solver library prints is a diagnostic, never part of our stdout (--json)
+            with native_stdout_to_stderr():
+                result = solve(topology)
         except ImportError:
             continue
         if result is None:
