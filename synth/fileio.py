@@ -5,8 +5,9 @@ runaway file ends in one line instead of filling memory or waiting forever; JSON
 strictly (no ``NaN``), with its nesting depth and number lengths bounded.
 
 Every reader goes through `read_input_bytes` (or `read_text_file` for text), which turns every
-way a file can fail to read into one `InputError` line. Outputs are written to a temporary file beside the target and renamed over it, so a crash never
-leaves a half-written file; a path that is one of the command's inputs is never overwritten.
+way a file can fail to read into one `InputError` line. Outputs are written to a temporary file
+beside the target and renamed over it, so a crash never leaves a half-written file; a path that
+is one of the command's inputs is never overwritten.
 """
 
 from __future__ import annotations
