@@ -501,7 +501,7 @@ def mi250(
     _check_delay(link_latency=link_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency)
     _check_counts("the MI250 machine", nodes * (2 * packages + packages) + 1, nodes * packages * 12)
     gcds = 2 * packages
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"mi250x{gcds}" if nodes == 1 else f"mi250x{gcds}n{nodes}"),
         description
         or (
@@ -560,7 +560,7 @@ def mi300x(
     _check_rate(link_bandwidth=link_bandwidth, nic_bandwidth=nic_bandwidth)
     _check_delay(link_latency=link_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency)
     _check_counts("the MI300X machine", nodes * 2 * gpus + rails, nodes * (gpus * (gpus - 1) + 4 * gpus))
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"mi300x{gpus}" if nodes == 1 else f"mi300x{gpus}n{nodes}"),
         description
         or (
@@ -614,7 +614,7 @@ def gaudi(
     _check_delay(port_latency=port_latency, switch_latency=switch_latency)
     _check_counts("the Gaudi machine", boxes * gpus + scaleout_ports, boxes * gpus * (gpus - 1 + 2 * scaleout_ports))
     generation = {12.5: "Gaudi 2", 25.0: "Gaudi 3"}.get(port_bandwidth, "Gaudi-style")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"gaudi{gpus}" if boxes == 1 else f"gaudi{gpus}x{boxes}"),
         description
         or (
@@ -674,7 +674,7 @@ def multihost(
     _check_rate(fabric_bandwidth=fabric_bandwidth, nic_bandwidth=nic_bandwidth, pcie_bandwidth=pcie_bandwidth)
     _check_delay(fabric_latency=fabric_latency, pcie_latency=pcie_latency, nic_latency=nic_latency)
     _check_counts("the multi-host machine", hosts * (2 * gpus + 2) + 1, hosts * gpus * 8)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"{fabric}{gpus}x{hosts}-nic-per-{nic}",
         description
         or (
@@ -796,7 +796,7 @@ def fattree3(
     leaf_up = servers * gpus * nic_bandwidth / leaf_oversubscription / spines
     spine_up = racks * leaf_up / spine_oversubscription / cores
     _check_rate(leaf_uplink_bandwidth=leaf_up, spine_uplink_bandwidth=spine_up)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"fattree3-{pods}x{racks}x{servers}x{gpus}",
         description
         or (
@@ -854,7 +854,7 @@ def torus3d(
     _check_rate(bandwidth=bandwidth)
     _check_delay(latency=latency)
     _check_counts("the 3-D torus", x * y * z, 6 * x * y * z)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"torus{x}x{y}x{z}",
         description
         or f"{x} x {y} x {z} 3-D torus (wrap-around in every dimension), {bandwidth:g} GB/s and {latency:g} us per link.",
@@ -915,7 +915,7 @@ def dragonfly(
         groups * routers * (ranks_per_router + 1),
         2 * groups * routers * (ranks_per_router + routers) + groups * groups,
     )
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"dragonfly{groups}x{routers}x{ranks_per_router}",
         description
         or (
@@ -971,7 +971,7 @@ def nvl72(
     _check_rate(nvlink_bandwidth=nvlink_bandwidth, nic_bandwidth=nic_bandwidth)
     _check_delay(nvlink_latency=nvlink_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency)
     _check_counts("the NVL72 machine", racks * (2 * gpus + 1) + rails, racks * gpus * 6)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"nvl{gpus}" if racks == 1 else f"nvl{gpus}x{racks}"),
         description
         or (
@@ -1033,7 +1033,7 @@ def pcie_asymmetric(
         raise ValueError(f"sockets must be numbered 0..{sockets - 1} without gaps, got {sorted(used)}")
     _check_counts("the PCIe server", total + len(layout) + sockets, 2 * (total + len(layout) + sockets * sockets))
     shape = ", ".join(f"{count} GPU(s) at {bandwidth:g} GB/s on socket {socket}" for socket, count, bandwidth in layout)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"pcie-asym{total}",
         description
         or f"{total} GPUs over PCIe, switches of unequal size and speed: {shape}; sockets joined at "
@@ -1072,7 +1072,7 @@ def degrade(topology: Topology, a: str, b: str, factor: float, *, name: str | No
     for entry in doc["links"]:
         if {entry["a"], entry["b"]} == {a, b}:
             old = float(entry["bandwidth"])
-            entry["bandwidth"] = _json_number(float(f"{old * factor:.9g}"))
+            entry["bandwidth"] = json_number(float(f"{old * factor:.9g}"))
             changed.append(old)
     doc["name"] = name or f"{topology.name}-degraded"
     rate = f"1/{1 / factor:g}" if abs(1 / factor - round(1 / factor)) < 1e-9 else f"{factor:g}"
