@@ -34,7 +34,7 @@ SMALL_ROUNDS = 3
 
 def _schedule_files(folder: Path) -> tuple[Path, Path]:
     from synth import generators
-    from synth.algorithms import synthesize
+    from synth.registry import synthesize
     from synth.schedule import save_schedule
     from synth.topology import topology_to_json
 

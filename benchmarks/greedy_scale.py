@@ -2,7 +2,7 @@
 
 Issue 5's targets: greedy allgather in under 10 s for 1,024 ranks and under 60 s for 4,096 ranks
 (a 64 x 64 torus and a fat-tree of 512 eight-GPU servers), on this 2-core machine. The timed call
-is the whole library pipeline a user runs, ``synth.algorithms.synthesize(topology, "allgather",
+is the whole library pipeline a user runs, ``synth.registry.synthesize(topology, "allgather",
 "greedy")``: channels, the greedy steps, the schedule's numpy columns, and the verifier (the
 registry verifies every schedule). Building the topology is reported apart. Each case runs in a
 fresh process, so its peak memory (resident set) is its own; the schedule's own size is its
@@ -42,8 +42,8 @@ SIZE = 1 << 30
 
 def run_case(key: str) -> dict:
     from synth import generators as gen
-    from synth.algorithms import synthesize
     from synth.algorithms.engines.size_tuning import predicted_us
+    from synth.registry import synthesize
 
     name, what, make = CASES[key]
     t0 = time.perf_counter()
@@ -100,7 +100,7 @@ def main() -> None:
     for key in args.case or list(CASES):
         name, what, _ = CASES[key]
         print(f"  {name}: {what}")
-    print("  synthesize = synth.algorithms.synthesize(topology, 'allgather', 'greedy'): channels, steps, columns, verifier;")
+    print("  synthesize = synth.registry.synthesize(topology, 'allgather', 'greedy'): channels, steps, columns, verifier;")
     print("  the topology is built before the clock starts. vs ingress = step-synchronous time at 1 GiB over")
     print("  (R-1)/R x size / a rank's in-link bandwidth. load = 1-minute load average before/after (2 cores).")
 

@@ -18,11 +18,11 @@ import time
 
 import numpy as np
 
-from synth.algorithms import METHODS, NCCL_METHODS, synthesize
 from synth.algorithms.engines.ring_channels import ring_channels
 from synth.builtin import BUILTIN_NAMES, get_topology
 from synth.errors import NotApplicable
 from synth.nccl_model import LABEL, nccl_model_best
+from synth.registry import METHODS, NCCL_METHODS, synthesize
 from synth.units import format_size
 
 SIZES = (2**10, 2**20, 2**26, 2**30)

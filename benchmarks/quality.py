@@ -23,13 +23,13 @@ import os
 import time
 
 from synth import generators as gen
-from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.algorithms.packing import packings
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES, BUILTIN_RECIPES, get_topology
 from synth.collective import ROOTED, Kind
 from synth.errors import NotApplicable
+from synth.registry import CLASSIC_METHODS, METHODS, synthesize
 from synth.units import format_size
 
 GIB = 1 << 30

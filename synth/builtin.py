@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from synth import generators as gen
 from synth.errors import InputError
+from synth.schedule import Schedule, check_topology_match
 from synth.topology import Topology, load_topology
 
 _FIGURES = "Figures from ../shared/reference/ANCHORS.md"
@@ -169,21 +171,111 @@ def list_builtins() -> list[str]:
     return ordered + sorted(present - set(ordered))
 
 
-def resolve_topology_path(spec: str | os.PathLike) -> Path:
-    """A path for a topology given as a file path or a built-in name."""
-    path = Path(spec)
-    if path.is_file():
-        return path
-    if path.suffix == "" and os.sep not in str(spec):
-        candidate = builtin_path(str(spec))
-        if candidate.is_file():
-            return candidate
+#: ``builtin:NAME`` names a built-in even when a file called NAME is in the working directory.
+BUILTIN_PREFIX = "builtin:"
+
+
+def is_builtin(name: object) -> bool:
+    """Whether ``name`` is exactly the name of a built-in topology (never a path: a name from a
+    file such as ``../x`` is not looked up on disk)."""
+    return isinstance(name, str) and name in list_builtins()
+
+
+@dataclass(frozen=True)
+class TopologyLocation:
+    """Where a topology given on the command line (or recorded in a schedule) was found.
+
+    ``builtin`` is the built-in's name when it is one; ``note`` is a line for stderr when the
+    choice may surprise (a file that shadows a built-in, a topology found through a schedule)."""
+
+    path: Path
+    builtin: str | None = None
+    note: str | None = None
+
+    def recorded_for(self, schedule_path: str | os.PathLike) -> str:
+        """What a schedule written to ``schedule_path`` records as ``topology.source``:
+        ``builtin:NAME``, or the file's path relative to the schedule's folder."""
+        if self.builtin is not None:
+            return BUILTIN_PREFIX + self.builtin
+        folder = os.path.dirname(os.path.abspath(schedule_path))
+        return Path(os.path.relpath(os.path.abspath(self.path), folder)).as_posix()
+
+
+def _builtin_location(name: str, spec: str) -> TopologyLocation:
+    if not is_builtin(name):
+        names = ", ".join(list_builtins())
+        raise InputError(spec, "topology", spec, f"no such built-in topology (built-ins: {names})")
+    return TopologyLocation(builtin_path(name), builtin=name)
+
+
+def locate_topology(spec: str | os.PathLike) -> TopologyLocation:
+    """A topology given as a path or a built-in name. The rule: ``builtin:NAME`` is the built-in;
+    otherwise an existing path wins (with a note when its name is also a built-in's: a file
+    ``dgx1`` in the working directory shadows the built-in ``dgx1``); otherwise the built-in."""
+    text = os.fspath(spec)
+    if text.startswith(BUILTIN_PREFIX):
+        return _builtin_location(text[len(BUILTIN_PREFIX) :], text)
+    path = Path(text)
     if path.exists():
-        return path  # a directory: load_topology reports it
+        note = None
+        if is_builtin(text):
+            note = (
+                f"using the file {text} in the working directory, not the built-in {text} (write {BUILTIN_PREFIX}{text} for it)"
+            )
+        return TopologyLocation(path, note=note)  # a folder or a device: load_topology says what is wrong
+    if is_builtin(text):
+        return TopologyLocation(builtin_path(text), builtin=text)
     names = ", ".join(list_builtins())
-    raise InputError(str(spec), "topology", str(spec), f"no such file or built-in topology (built-ins: {names})")
+    raise InputError(text, "topology", text, f"no such file or built-in topology (built-ins: {names})")
+
+
+def locate_schedule_topology(schedule: Schedule, schedule_path: str | os.PathLike | None = None) -> TopologyLocation:
+    """The topology a schedule was made for, from what the schedule records: ``topology.source``
+    (``builtin:NAME``, or a path relative to the schedule's folder), else ``topology.name`` when it
+    is exactly a built-in's name. The caller still checks the hash (`synth.verify`)."""
+    where = str(schedule_path if schedule_path is not None else schedule.source)
+    source = schedule.topology_source
+    if source:
+        if source.startswith(BUILTIN_PREFIX):
+            name = source[len(BUILTIN_PREFIX) :]
+            if not is_builtin(name):
+                raise InputError(where, "topology.source", source, "no such built-in topology; pass --topology FILE")
+            return TopologyLocation(builtin_path(name), builtin=name)
+        candidate = Path(os.path.dirname(os.path.abspath(where))) / source
+        if not candidate.is_file():
+            raise InputError(where, "topology.source", source, f"the topology file is not at {candidate}; pass --topology FILE")
+        shown = os.path.relpath(candidate) if not os.path.isabs(source) else str(candidate)
+        return TopologyLocation(candidate, note=f"topology {shown} (recorded in {where})")
+    name = schedule.topology_name
+    if not is_builtin(name):
+        raise InputError(where, "topology.name", name, "not a built-in topology; pass --topology FILE")
+    return TopologyLocation(builtin_path(name), builtin=name)
+
+
+def resolve_topology_path(spec: str | os.PathLike) -> Path:
+    """A path for a topology given as a file path or a built-in name (see `locate_topology`)."""
+    return locate_topology(spec).path
 
 
 def get_topology(spec: str | os.PathLike) -> Topology:
     """Load a topology by file path or built-in name."""
     return load_topology(resolve_topology_path(spec))
+
+
+def load_located(location: TopologyLocation, schedule: Schedule | None = None) -> Topology:
+    """Load a located topology; when it was found through ``schedule`` (a recorded path, not a
+    built-in), check that it is the machine the schedule was made for, so that a mismatch is one
+    line naming the file. The caller says ``location.note`` where it prints notes."""
+    topology = load_topology(location.path)
+    if schedule is not None and location.builtin is None:
+        check_topology_match(schedule, topology, str(location.path))
+    return topology
+
+
+def schedule_topology(
+    schedule: Schedule, schedule_path: str | os.PathLike, spec: str | os.PathLike | None
+) -> tuple[Topology, TopologyLocation]:
+    """The topology a schedule runs against: ``spec`` (``--topology``) when given, else the one the
+    schedule records (`locate_schedule_topology`); with where it was found."""
+    location = locate_topology(spec) if spec is not None else locate_schedule_topology(schedule, schedule_path)
+    return load_located(location, schedule if spec is None else None), location

@@ -18,6 +18,8 @@ def describe_value(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError):
         text = repr(value)
+    except RecursionError:
+        text = "(a value nested too deeply to show)"
     text = " ".join(text.split())
     return text if len(text) <= 80 else text[:77] + "..."
 

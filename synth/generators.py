@@ -8,9 +8,20 @@ Bandwidths are GB/s per direction, latencies µs per link.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from synth.topology import TOPOLOGY_FORMAT, TOPOLOGY_VERSION, Topology, _json_number, topology_from_document
+from synth.limits import available_memory
+from synth.topology import (
+    MAX_BANDWIDTH,
+    MAX_LATENCY,
+    MIN_BANDWIDTH,
+    TOPOLOGY_FORMAT,
+    TOPOLOGY_VERSION,
+    Topology,
+    json_number,
+    topology_from_document,
+)
 
 #: DGX-1 (V100) hybrid cube-mesh: number of NVLinks between GPUs i and j (ANCHORS.md).
 DGX1_NVLINKS = (
@@ -25,7 +36,7 @@ DGX1_NVLINKS = (
 )
 
 
-class _Doc:
+class TopologyDoc:
     """Accumulates nodes and duplex links into a topology document."""
 
     def __init__(self, name: str, description: str):
@@ -44,7 +55,7 @@ class _Doc:
         return name
 
     def link(self, a: str, b: str, bandwidth: float, latency: float, *, duplex: bool = True) -> None:
-        entry: dict[str, Any] = {"a": a, "b": b, "bandwidth": _json_number(bandwidth), "latency": _json_number(latency)}
+        entry: dict[str, Any] = {"a": a, "b": b, "bandwidth": json_number(bandwidth), "latency": json_number(latency)}
         if not duplex:
             entry["duplex"] = False
         self.links.append(entry)
@@ -64,10 +75,45 @@ class _Doc:
         return topology_from_document(self.document(), source=f"<generated {self.name}>")
 
 
+#: The largest machine a generator builds: far beyond today's clusters, small enough to build in
+#: a few GB of memory. Counts are checked before anything is allocated.
+MAX_GENERATED_NODES = 2**17
+MAX_GENERATED_LINKS = 2**20
+#: Bytes of memory per link entry while a topology is built and validated (document, links, indexes).
+BYTES_PER_LINK = 2000
+
+
 def _check_positive(**values: float) -> None:
     for key, value in values.items():
-        if value is None or value <= 0:
+        if value is None or not value > 0:
             raise ValueError(f"{key} must be positive, got {value}")
+        if "bandwidth" in key and not MIN_BANDWIDTH <= value <= MAX_BANDWIDTH:
+            raise ValueError(f"{key} must be between {MIN_BANDWIDTH:g} and {MAX_BANDWIDTH:g} GB/s, got {value:g}")
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"{key} must be a finite number, got {value}")
+
+
+def _check_latency(**values: float) -> None:
+    for key, value in values.items():
+        if not 0 <= value <= MAX_LATENCY:  # NaN fails too
+            raise ValueError(f"{key} must be between 0 and {MAX_LATENCY:g} us, got {value}")
+
+
+def _check_size(family: str, nodes: int, links: int) -> None:
+    """Refuse parameters that make more nodes or links than a machine can mean or memory holds."""
+    if nodes > MAX_GENERATED_NODES:
+        raise ValueError(f"{family} would have {nodes} nodes; the generators build at most {MAX_GENERATED_NODES}")
+    if links > MAX_GENERATED_LINKS:
+        raise ValueError(f"{family} would have {links} links; the generators build at most {MAX_GENERATED_LINKS}")
+    need, have = links * BYTES_PER_LINK, available_memory()
+    if need > have:
+        raise ValueError(
+            f"{family} with {links} links needs about {need / 1e9:.1f} GB to build; {have / 1e9:.1f} GB is available"
+        )
 
 
 # ===================================================================================== classic
@@ -76,7 +122,9 @@ def ring(n: int, bandwidth: float = 25.0, latency: float = 0.7, *, name: str | N
     if n < 2:
         raise ValueError("a ring needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
-    doc = _Doc(name or f"ring{n}", f"{n} ranks in a bidirectional ring, {bandwidth:g} GB/s and {latency:g} us per link.")
+    _check_latency(latency=latency)
+    _check_size("the ring", n, n)
+    doc = TopologyDoc(name or f"ring{n}", f"{n} ranks in a bidirectional ring, {bandwidth:g} GB/s and {latency:g} us per link.")
     names = [doc.rank(f"r{i}") for i in range(n)]
     pairs = {tuple(sorted((i, (i + 1) % n))) for i in range(n)}
     for a, b in sorted(pairs):
@@ -88,8 +136,10 @@ def _grid(rows: int, cols: int, bandwidth: float, latency: float, wrap: bool, na
     if rows < 1 or cols < 1 or rows * cols < 2:
         raise ValueError("a grid needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
+    _check_latency(latency=latency)
+    _check_size("the grid", rows * cols, 2 * rows * cols)
     kind = "torus" if wrap else "mesh"
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"{kind}{rows}x{cols}",
         f"{rows} x {cols} 2-D {kind} of ranks (row-major ids), {bandwidth:g} GB/s and {latency:g} us per link"
         + (", with wrap-around links." if wrap else "."),
@@ -126,8 +176,14 @@ def hypercube(dim: int, bandwidth: float = 25.0, latency: float = 0.7, *, name: 
     if dim < 1:
         raise ValueError("a hypercube needs dimension at least 1")
     _check_positive(bandwidth=bandwidth)
+    _check_latency(latency=latency)
+    if dim > 62:
+        raise ValueError(
+            f"a hypercube of dimension {dim} would have 2**{dim} ranks; the generators build at most {MAX_GENERATED_NODES}"
+        )
+    _check_size("the hypercube", 1 << dim, (1 << dim) * dim // 2)
     n = 1 << dim
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"hypercube{dim}", f"{dim}-dimensional hypercube of {n} ranks, {bandwidth:g} GB/s and {latency:g} us per link."
     )
     names = [doc.rank(f"r{i}") for i in range(n)]
@@ -144,7 +200,9 @@ def fully_connected(n: int, bandwidth: float = 25.0, latency: float = 0.7, *, na
     if n < 2:
         raise ValueError("needs at least 2 ranks")
     _check_positive(bandwidth=bandwidth)
-    doc = _Doc(name or f"full{n}", f"{n} fully connected ranks, {bandwidth:g} GB/s and {latency:g} us per link.")
+    _check_latency(latency=latency)
+    _check_size("the fully connected machine", n, n * (n - 1) // 2)
+    doc = TopologyDoc(name or f"full{n}", f"{n} fully connected ranks, {bandwidth:g} GB/s and {latency:g} us per link.")
     names = [doc.rank(f"r{i}") for i in range(n)]
     for i in range(n):
         for j in range(i + 1, n):
@@ -173,9 +231,13 @@ def nvswitch(
     g mod rails (rail-optimized, as DGX SuperPODs are cabled).
     """
     _check_positive(gpus=gpus, bandwidth=bandwidth, boxes=boxes, rails=rails)
+    if nic_bandwidth is not None:
+        _check_positive(nic_bandwidth=nic_bandwidth)
+    _check_latency(latency=latency, nic_latency=nic_latency, gpu_nic_latency=gpu_nic_latency)
+    _check_size("the NVSwitch machine", boxes * (2 * gpus + 1) + rails, boxes * gpus * 3)
     if boxes > 1 and nic_bandwidth is None:
         raise ValueError("several boxes need --nic-bandwidth to be joined")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"nvswitch{gpus}" if boxes == 1 else f"nvswitch{gpus}x{boxes}"),
         description
         or (
@@ -219,10 +281,14 @@ def dgx1(
     With several boxes, each box has one NIC of ``nic_bandwidth`` that every GPU of the box reaches
     over PCIe (``pcie_bandwidth``), and the NICs share one network switch (the NDv2 layout).
     """
-    _check_positive(boxes=boxes, nvlink_bandwidth=nvlink_bandwidth)
+    _check_positive(boxes=boxes, nvlink_bandwidth=nvlink_bandwidth, pcie_bandwidth=pcie_bandwidth)
+    if nic_bandwidth is not None:
+        _check_positive(nic_bandwidth=nic_bandwidth)
+    _check_latency(nvlink_latency=nvlink_latency, nic_latency=nic_latency, pcie_latency=pcie_latency)
+    _check_size("the DGX-1 machine", boxes * 10 + 1, boxes * 30)
     if boxes > 1 and nic_bandwidth is None:
         raise ValueError("several DGX-1 boxes need a NIC bandwidth")
-    doc = _Doc(name or ("dgx1" if boxes == 1 else f"dgx1x{boxes}"), description or "DGX-1 boxes.")
+    doc = TopologyDoc(name or ("dgx1" if boxes == 1 else f"dgx1x{boxes}"), description or "DGX-1 boxes.")
     ib = doc.switch("ib") if boxes > 1 else None
     for b in range(boxes):
         prefix = f"n{b}-" if boxes > 1 else ""
@@ -262,10 +328,12 @@ def pcie_tree(
         pcie_bandwidth=pcie_bandwidth,
         inter_socket_bandwidth=inter_socket_bandwidth,
     )
+    _check_latency(pcie_latency=pcie_latency, inter_socket_latency=inter_socket_latency)
     total = sockets * switches_per_socket * gpus_per_switch
+    _check_size("the PCIe tree", total + sockets * (switches_per_socket + 1), total + sockets * switches_per_socket + sockets**2)
     if total < 1:
         raise ValueError("no GPUs")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"pcie{total}",
         description
         or (
@@ -320,7 +388,14 @@ def fattree(
         oversubscription=oversubscription,
         spines=spines,
     )
-    doc = _Doc(
+    _check_latency(
+        nvlink_latency=nvlink_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency, spine_latency=spine_latency
+    )
+    gpus_total = racks * servers * gpus
+    _check_size("the fat-tree", 2 * gpus_total + racks * (servers + 1) + spines, 3 * gpus_total + racks * spines)
+    if not MIN_BANDWIDTH <= servers * gpus * nic_bandwidth / oversubscription / spines <= MAX_BANDWIDTH:
+        raise ValueError("the uplinks' bandwidth (servers x gpus x nic bandwidth / oversubscription / spines) is out of range")
+    doc = TopologyDoc(
         name or f"fattree{racks}x{servers}x{gpus}",
         description
         or (
@@ -426,7 +501,7 @@ def mi250(
     _check_delay(link_latency=link_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency)
     _check_counts("the MI250 machine", nodes * (2 * packages + packages) + 1, nodes * packages * 12)
     gcds = 2 * packages
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"mi250x{gcds}" if nodes == 1 else f"mi250x{gcds}n{nodes}"),
         description
         or (
@@ -485,7 +560,7 @@ def mi300x(
     _check_rate(link_bandwidth=link_bandwidth, nic_bandwidth=nic_bandwidth)
     _check_delay(link_latency=link_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency)
     _check_counts("the MI300X machine", nodes * 2 * gpus + rails, nodes * (gpus * (gpus - 1) + 4 * gpus))
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"mi300x{gpus}" if nodes == 1 else f"mi300x{gpus}n{nodes}"),
         description
         or (
@@ -539,7 +614,7 @@ def gaudi(
     _check_delay(port_latency=port_latency, switch_latency=switch_latency)
     _check_counts("the Gaudi machine", boxes * gpus + scaleout_ports, boxes * gpus * (gpus - 1 + 2 * scaleout_ports))
     generation = {12.5: "Gaudi 2", 25.0: "Gaudi 3"}.get(port_bandwidth, "Gaudi-style")
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"gaudi{gpus}" if boxes == 1 else f"gaudi{gpus}x{boxes}"),
         description
         or (
@@ -599,7 +674,7 @@ def multihost(
     _check_rate(fabric_bandwidth=fabric_bandwidth, nic_bandwidth=nic_bandwidth, pcie_bandwidth=pcie_bandwidth)
     _check_delay(fabric_latency=fabric_latency, pcie_latency=pcie_latency, nic_latency=nic_latency)
     _check_counts("the multi-host machine", hosts * (2 * gpus + 2) + 1, hosts * gpus * 8)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"{fabric}{gpus}x{hosts}-nic-per-{nic}",
         description
         or (
@@ -721,7 +796,7 @@ def fattree3(
     leaf_up = servers * gpus * nic_bandwidth / leaf_oversubscription / spines
     spine_up = racks * leaf_up / spine_oversubscription / cores
     _check_rate(leaf_uplink_bandwidth=leaf_up, spine_uplink_bandwidth=spine_up)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"fattree3-{pods}x{racks}x{servers}x{gpus}",
         description
         or (
@@ -779,7 +854,7 @@ def torus3d(
     _check_rate(bandwidth=bandwidth)
     _check_delay(latency=latency)
     _check_counts("the 3-D torus", x * y * z, 6 * x * y * z)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"torus{x}x{y}x{z}",
         description
         or f"{x} x {y} x {z} 3-D torus (wrap-around in every dimension), {bandwidth:g} GB/s and {latency:g} us per link.",
@@ -840,7 +915,7 @@ def dragonfly(
         groups * routers * (ranks_per_router + 1),
         2 * groups * routers * (ranks_per_router + routers) + groups * groups,
     )
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"dragonfly{groups}x{routers}x{ranks_per_router}",
         description
         or (
@@ -896,7 +971,7 @@ def nvl72(
     _check_rate(nvlink_bandwidth=nvlink_bandwidth, nic_bandwidth=nic_bandwidth)
     _check_delay(nvlink_latency=nvlink_latency, gpu_nic_latency=gpu_nic_latency, nic_latency=nic_latency)
     _check_counts("the NVL72 machine", racks * (2 * gpus + 1) + rails, racks * gpus * 6)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or (f"nvl{gpus}" if racks == 1 else f"nvl{gpus}x{racks}"),
         description
         or (
@@ -958,7 +1033,7 @@ def pcie_asymmetric(
         raise ValueError(f"sockets must be numbered 0..{sockets - 1} without gaps, got {sorted(used)}")
     _check_counts("the PCIe server", total + len(layout) + sockets, 2 * (total + len(layout) + sockets * sockets))
     shape = ", ".join(f"{count} GPU(s) at {bandwidth:g} GB/s on socket {socket}" for socket, count, bandwidth in layout)
-    doc = _Doc(
+    doc = TopologyDoc(
         name or f"pcie-asym{total}",
         description
         or f"{total} GPUs over PCIe, switches of unequal size and speed: {shape}; sockets joined at "
@@ -997,7 +1072,7 @@ def degrade(topology: Topology, a: str, b: str, factor: float, *, name: str | No
     for entry in doc["links"]:
         if {entry["a"], entry["b"]} == {a, b}:
             old = float(entry["bandwidth"])
-            entry["bandwidth"] = _json_number(float(f"{old * factor:.9g}"))
+            entry["bandwidth"] = json_number(float(f"{old * factor:.9g}"))
             changed.append(old)
     doc["name"] = name or f"{topology.name}-degraded"
     rate = f"1/{1 / factor:g}" if abs(1 / factor - round(1 / factor)) < 1e-9 else f"{factor:g}"

@@ -14,11 +14,11 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from synth.algorithms import METHODS, synthesize
 from synth.bounds import bound_model
 from synth.builtin import get_topology
 from synth.collective import Kind
 from synth.errors import NotApplicable
+from synth.registry import METHODS, synthesize
 from synth.schedule import OP_COPY, OP_REDUCE, Schedule, Transfer, load_schedule, schedule_from_steps
 from synth.topology import Topology, topology_from_document
 from synth.verify import check

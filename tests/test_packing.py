@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth import generators as gen
-from synth.algorithms import METHODS, synthesize
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.algorithms.engines.tree_packing import link_units, optimal_rate, packings
@@ -17,6 +16,7 @@ from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
 from synth.collective import Kind
 from synth.errors import NotApplicable
+from synth.registry import METHODS, synthesize
 from synth.verify import verify
 
 from .conftest import SMALL_TOPOLOGIES

@@ -12,8 +12,9 @@ from synth import generators as gen
 from synth.builtin import BUILTIN_RECIPES, builtin_dir, builtin_path, list_builtins
 from synth.cli._util import load_topology_arg
 from synth.errors import InputError, SynthError
-from synth.fileio import write_text_atomic
+from synth.fileio import prepare_output_dir, write_text_atomic
 from synth.routing import Router, ring_order
+from synth.text import printable
 from synth.topology import Topology, load_topology, topology_from_document, topology_to_json
 
 
@@ -34,7 +35,16 @@ def list_cmd() -> None:
     for name in list_builtins():
         t = load_topology(builtin_path(name))
         hosts = len({h for h in t.hosts})
-        rows.append((name, str(t.num_ranks), str(hosts), str(len(t.switches)), str(len(t.links)), _first_sentence(t.description)))
+        rows.append(
+            (
+                printable(name),
+                str(t.num_ranks),
+                str(hosts),
+                str(len(t.switches)),
+                str(len(t.links)),
+                printable(_first_sentence(t.description)),
+            )
+        )
     header = ("name", "ranks", "hosts", "switches", "links", "description")
     widths = [max(len(r[i]) for r in [*rows, header]) for i in range(5)]
     click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[5])
@@ -45,9 +55,10 @@ def list_cmd() -> None:
 
 def describe_topology(t: Topology, source: str) -> list[str]:
     """Lines that `synth topo show` prints."""
-    lines = [f"{t.name}: {t.description}" if t.description else t.name, f"file: {source} (sha256 {t.sha256})"]
+    name, description = printable(t.name), printable(t.description)  # anyone's text: one line, no escapes
+    lines = [f"{name}: {description}" if t.description else name, f"file: {printable(source)} (sha256 {t.sha256})"]
     hosts = Counter(t.hosts)
-    host_text = ", ".join(f"{h or '-'} x{n}" for h, n in list(hosts.items())[:6]) + (" ..." if len(hosts) > 6 else "")
+    host_text = ", ".join(f"{printable(h or '-')} x{n}" for h, n in list(hosts.items())[:6]) + (" ..." if len(hosts) > 6 else "")
     lines.append(
         f"ranks: {t.num_ranks} on {len(hosts)} host(s) ({host_text}); switches: {len(t.switches)}; directed links: {len(t.links)}"
     )
@@ -91,10 +102,13 @@ def validate_cmd(files: tuple[str, ...]) -> None:
         try:
             t, source = load_topology_arg(spec)
         except SynthError as exc:
-            click.echo(f"synth: error: {exc}", err=True)
+            click.echo(f"synth: error: {printable(exc)}", err=True)
             bad += 1
             continue
-        click.echo(f"OK {source}: {t.name}, {t.num_ranks} ranks, {len(t.switches)} switches, {len(t.links)} directed links")
+        click.echo(
+            f"OK {printable(source)}: {printable(t.name)}, {t.num_ranks} ranks, {len(t.switches)} switches,"
+            f" {len(t.links)} directed links"
+        )
     if bad:
         sys.exit(2)
 
@@ -104,7 +118,7 @@ def validate_cmd(files: tuple[str, ...]) -> None:
 @click.option("--check", is_flag=True, help="Only compare; exit 1 if a file differs from its recipe.")
 def write_builtins_cmd(out: str | None, check: bool) -> None:
     """Write (or check) the built-in topology files from their recipes."""
-    folder = Path(out) if out else builtin_dir()
+    folder = prepare_output_dir(out) if out and not check else (Path(out) if out else builtin_dir())
     differ = 0
     for name, recipe in BUILTIN_RECIPES.items():
         text = topology_to_json(recipe())
@@ -114,8 +128,7 @@ def write_builtins_cmd(out: str | None, check: bool) -> None:
             differ += not same
             click.echo(f"{'same' if same else 'DIFFERS'} {path}")
         else:
-            write_text_atomic(path, text)
-            click.echo(f"wrote {path}")
+            click.echo(f"{write_text_atomic(path, text).verb} {path}")
     if differ:
         sys.exit(1)
 
@@ -126,9 +139,11 @@ def _emit(t: Topology, output: str | None) -> None:
     if output in (None, "-"):
         click.echo(text, nl=False)
     else:
-        write_text_atomic(output, text)
+        written = write_text_atomic(output, text)
         click.echo(
-            f"wrote {output}: {t.name}, {t.num_ranks} ranks, {len(t.switches)} switches, {len(t.links)} directed links", err=True
+            f"{written.verb} {output}: {printable(t.name)}, {t.num_ranks} ranks, {len(t.switches)} switches,"
+            f" {len(t.links)} directed links",
+            err=True,
         )
 
 

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from synth.solver_output import native_stdout_to_stderr, new_highs
+
 SOLVERS = ("highs", "cbc")
 
 #: Relative gap at which both solvers call a solution optimal (their default, 10⁻⁴).
@@ -194,19 +196,21 @@ def solve(
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r} (expected one of {', '.join(SOLVERS)})")
     stop = stop or threading.Event()
-    if solver == "cbc":
-        return _solve_cbc(model, time_limit, warm_start, progress, stop)
-    start = time.perf_counter()
-    try:
-        result = _solve_highs(model, time_limit, warm_start, progress, stop)
-    except ImportError:
-        result = None  # highspy missing: CBC is the fallback
-    if result is not None and not result.failed:
-        return result
-    # HiGHS could not load or solve the model (an error status, not a limit): fall back to CBC
-    # with what is left of the time limit
-    left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - start))
-    return _solve_cbc(model, left, warm_start, progress, stop)
+    # whatever a solver library prints is a diagnostic, never part of our stdout (--json, -q)
+    with native_stdout_to_stderr():
+        if solver == "cbc":
+            return _solve_cbc(model, time_limit, warm_start, progress, stop)
+        start = time.perf_counter()
+        try:
+            result = _solve_highs(model, time_limit, warm_start, progress, stop)
+        except ImportError:
+            result = None  # highspy missing: CBC is the fallback
+        if result is not None and not result.failed:
+            return result
+        # HiGHS could not load or solve the model (an error status, not a limit): fall back to CBC
+        # with what is left of the time limit
+        left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - start))
+        return _solve_cbc(model, left, warm_start, progress, stop)
 
 
 def _run_in_thread(target: Callable[[], object], name: str) -> threading.Event:
@@ -261,8 +265,7 @@ def _solve_highs(
     import highspy
 
     cost, lo, hi, integer, rlo, rhi, starts, idx, val = model.arrays()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", 0)
     h.setOptionValue("mip_rel_gap", MIP_REL_GAP)

@@ -69,7 +69,8 @@ from pathlib import Path
 from xml.parsers import expat
 
 from synth.errors import InputError
-from synth.generators import _Doc
+from synth.generators import TopologyDoc
+from synth.routing import ring_order, router_for
 from synth.topology import Topology
 
 PCIE_LATENCY = 0.5
@@ -724,7 +725,7 @@ def import_nccl_topology_text(
         desc = desc[:-1] + "; NVLink only: PCIe, CPUs and NICs left out."
         host.switches, host.links, host.nics, host.cpus = [], [], [], []
         cpu_links = []
-    doc = _Doc(topo_name, desc)
+    doc = TopologyDoc(topo_name, desc)
     net_switches: list[str] = []
     if hosts > 1:
         if network == "single":
@@ -843,8 +844,6 @@ class TopologyFigures:
 
 def topology_figures(topology: Topology) -> TopologyFigures:
     """`TopologyFigures` of a topology."""
-    from synth.routing import ring_order, router_for
-
     router = router_for(topology)
     n = topology.num_ranks
     pairs = []

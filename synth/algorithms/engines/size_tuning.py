@@ -19,8 +19,8 @@ def predicted_us(schedule: Schedule, topology: Topology, sizes) -> list[float]:
 
 
 def check_options(method: str, options: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    """A TypeError for an option the method does not take (``requested_chunks``, from the
-    registry, is always allowed)."""
+    """A TypeError for an option the method does not take (``requested_chunks``, from
+    `synth.method.Method.synthesize`, is always allowed)."""
     unknown = sorted(set(options) - allowed - {"requested_chunks"})
     if unknown:
         raise TypeError(f"{method} takes no option(s) {', '.join(unknown)}")
