@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.bounds.cuts import Cut, min_cut_between
+from synth.bounds.lp import new_highs
 from synth.topology import Topology
 
 INF = float("inf")
@@ -256,9 +257,7 @@ def _solve_highs(topology: Topology) -> tuple[float, np.ndarray] | None:
     lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
     lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
     lp.a_matrix_.value_ = np.array(value, dtype=np.float64)
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("random_seed", 0)
+    h = new_highs()
     h.passModel(lp)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from synth.bounds import LP_MAX_VARIABLES, MODELS, BoundModel, BoundReport, bound_model
+from synth.bounds import LP_MAX_VARIABLES, MODELS, BoundModel, BoundReport, BoundTerm, bound_model
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
 from synth.collective import parse_kind
 from synth.errors import InputError
@@ -48,12 +48,24 @@ def model_document(model: BoundModel, sha256: str, reports: list[BoundReport]) -
         "collective": {"name": model.kind.value, "root": model.root, "num_ranks": model.num_ranks},
         "model": model.model,
         "notes": list(model.notes),
-        "terms": [
-            {"name": t.name, "us_per_byte": t.us_per_byte, "latency_us": t.latency_us, "explanation": t.explanation}
-            for t in model.terms
-        ],
+        "terms": [_term_document(t) for t in model.terms],
         "sizes": [r.to_dict() for r in reports],
     }
+
+
+def _term_document(term: BoundTerm) -> dict[str, Any]:
+    """A term: its linear form, and for a piecewise bound the lines it is the min or max of."""
+    doc: dict[str, Any] = {
+        "name": term.name,
+        "us_per_byte": term.us_per_byte,
+        "latency_us": term.latency_us,
+        "explanation": term.explanation,
+    }
+    lines = term.line_list()
+    if lines:
+        doc["combine"] = term.combine
+        doc["lines"] = [{"latency_us": x.latency_us, "us_per_byte": x.us_per_byte, "note": x.note} for x in lines]
+    return doc
 
 
 @click.command("bound", short_help="Lower bounds on a collective's time on a topology (which one binds).")
