@@ -190,6 +190,8 @@ class LayeredBound:
     steps: int
     us_per_byte: float
     variables: int
+    #: the solver's own optimum (µs per byte); ``us_per_byte`` is its certified lower bound
+    optimum: float = float("nan")
 
 
 def layered_bound(
@@ -305,4 +307,4 @@ def layered_bound(
     result = lp.solve()
     if result is None:
         return None
-    return LayeredBound(steps, result.value / _BYTES_PER_US, result.variables)
+    return LayeredBound(steps, result.value / _BYTES_PER_US, result.variables, result.optimum / _BYTES_PER_US)
