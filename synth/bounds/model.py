@@ -25,14 +25,14 @@ from typing import Any
 import numpy as np
 
 from synth.bounds import alltoall as a2a
-from synth.bounds import layered
+from synth.bounds import layered, oneport
 from synth.bounds.cuts import Cut, PairCut, RatioCut, max_ratio_cut, min_cut_between, min_pair_cut, rank_ingress_cuts
 from synth.bounds.latency import LatencyFacts, latency_facts, through_alpha
 from synth.collective import Collective, Kind, parse_kind
 from synth.topology import Topology
 from synth.units import bandwidth_gbps
 
-MODELS = ("step", "event")
+MODELS = ("step", "event", "one-port")
 
 #: Bytes per µs in one GB/s.
 _BYTES_PER_US = 1e3
@@ -688,21 +688,33 @@ def bound_model(
     model: str = "step",
     lp_max_variables: int = LP_MAX_VARIABLES,
     solver: str = "highs",
+    alpha: float | None = None,
+    beta: float | None = None,
 ) -> BoundModel:
     """The lower bounds of ``kind`` (rooted at ``root``, default 0 for rooted collectives) on
     ``topology``, for any size; cached on the topology object.
 
-    ``model`` is ``"step"`` (FORMATS.md step-synchronous cost) or ``"event"``. The alltoall
-    multicommodity-flow LP is solved when it has at most ``lp_max_variables`` variables, with
-    ``solver`` ``"highs"`` (default; CBC if HiGHS fails) or ``"cbc"``.
+    ``model`` is ``"step"`` (FORMATS.md step-synchronous cost), ``"event"`` or ``"one-port"``
+    (the textbook model of synth.simulate.oneport, with ``alpha`` µs and ``beta`` µs per byte for
+    every message, by default the smallest the topology allows; they apply to it only). The
+    alltoall multicommodity-flow LP is solved when it has at most ``lp_max_variables`` variables,
+    with ``solver`` ``"highs"`` (default; CBC if HiGHS fails) or ``"cbc"``.
     """
     if model not in MODELS:
         raise ValueError(f"unknown cost model {model!r} (expected one of {', '.join(MODELS)})")
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    if model != "one-port":
+        alpha = beta = None
     collective = Collective(parse_kind(kind) if isinstance(kind, str) else Kind(kind), topology.num_ranks, 1, root)
-    key = (collective.kind, collective.root, model, lp_max_variables, solver)
+    key = (collective.kind, collective.root, model, lp_max_variables, solver, alpha, beta)
     cache = topology.__dict__.setdefault("_bound_models", {})
     if key not in cache:
-        cache[key] = _build(topology, collective, model, lp_max_variables, solver)
+        if model == "one-port":
+            cache[key] = _build_one_port(topology, collective, alpha, beta)
+        else:
+            cache[key] = _build(topology, collective, model, lp_max_variables, solver)
     return cache[key]
 
 
@@ -715,6 +727,72 @@ def lower_bounds(
 ) -> BoundReport:
     """Every lower bound of ``kind`` on ``topology`` at ``size`` bytes (see `bound_model`)."""
     return bound_model(topology, kind, root, **options).at(size)
+
+
+def _build_one_port(topology: Topology, c: Collective, alpha: float | None, beta: float | None) -> BoundModel:
+    """The one-port model's bounds (synth/bounds/oneport.py, docs/bounds.md)."""
+    r = c.num_ranks
+    base = dict(
+        topology=topology.name,
+        kind=c.kind,
+        root=c.root,
+        num_ranks=r,
+        model="one-port",
+        busbw_factor=c.busbw_factor(),
+    )
+    if r < 2:
+        return BoundModel(terms=(), notes=("a single rank needs no communication",), **base)
+    an = _analysis(topology)
+    facts = an.latency()
+    sources, sinks = _sources_and_sinks(c)
+    steps = int(facts.hops[sources][:, sinks].max())
+    a = facts.min_transfer_alpha if alpha is None else float(alpha)
+    floor = steps * a
+    terms: list[BoundTerm] = []
+    needs = _needs(c)
+    receive_beta, send_beta = oneport.port_betas(topology, beta)
+    for name, need, betas, verb in (
+        ("ingress", needs.receive, receive_beta, "receive"),
+        ("egress", needs.send, send_beta, "send"),
+    ):
+        term = oneport.port_term(topology, need, betas, steps, a, verb)
+        if term is not None:
+            terms.append(BoundTerm(name, term[0], floor, term[1]))
+    if c.kind is Kind.ALLREDUCE:
+        gossip = 2 * (r - 1)
+        for name, betas, verb in (("total-ingress", receive_beta, "receive"), ("total-egress", send_beta, "send")):
+            rate = float(np.sum(1.0 / betas))  # bytes per µs all ports together
+            text = (
+                f"every byte needs >= {gossip} rank-to-rank transfers, 2(R-1); all {r} {verb} ports together "
+                f"move {rate / _BYTES_PER_US:.6g} GB/s (1/beta each)"
+            )
+            if floor > 0:
+                text += f"; + {steps} step{'s' if steps > 1 else ''} x alpha {a:g} us"
+            terms.append(BoundTerm(name, gossip / rate, floor, text))
+    doubling = oneport.log2_ceil(r)
+    latency = max(doubling, steps) * a
+    why = (
+        f"no rank's data grows more than (1 + K)-fold in a step whose ports handle K messages (K x alpha): "
+        f">= ceil(log2 {r}) = {doubling} x alpha {a:g} us"
+    )
+    if steps > doubling:
+        why += f"; and >= {steps} steps (hops) of alpha each"
+    if alpha is None:
+        chain = float(facts.alpha[sources][:, sinks].max())
+        if chain > latency:
+            far = divmod(int(facts.alpha[sources][:, sinks].argmax()), len(sinks))
+            latency = chain
+            why = (
+                f"data from {topology.node_name(sources[far[0]])} reaches {topology.node_name(sinks[far[1]])} "
+                f"only after >= {chain:g} us of link latency"
+            )
+    terms.append(BoundTerm("latency", 0.0, latency, why))
+    notes = (
+        f"one-port model: alpha {a:g} us"
+        + (" (given)" if alpha is not None else " (the smallest of any message)")
+        + (f", beta {beta:g} us/B (given)" if beta is not None else ", beta from each rank's widest path"),
+    )
+    return BoundModel(terms=tuple(terms), notes=notes, step_floor_us=floor, **base)
 
 
 def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int, solver: str) -> BoundModel:
