@@ -195,9 +195,20 @@ class LayeredBound:
 
 
 def layered_bound(
-    topology: Topology, spec: FlowSpec, lay: Layout, steps: int, options: dict | None = None
+    topology: Topology,
+    spec: FlowSpec,
+    lay: Layout,
+    steps: int,
+    options: dict | None = None,
+    cut: np.ndarray | None = None,
+    crossing: frozenset[int] = frozenset(),
 ) -> LayeredBound | None:
-    """Build and solve the T-layer LP (module docstring); None if the solver gives no optimum."""
+    """Build and solve the T-layer LP (module docstring); None if the solver gives no optimum.
+
+    With ``cut`` (a mask over the links: those entering a node set S) the layers are of two
+    kinds: in the layers of ``crossing`` (0-based) m_j only bounds the cut's links (a step that
+    crosses S is charged its crossing α elsewhere, plus the load of its cut links), in the others
+    no byte may cross into S and m_j bounds every link (docs/bounds.md, "crossing steps")."""
     r = topology.num_ranks
     T = steps
     pairs = lay.pairs
@@ -235,10 +246,16 @@ def layered_bound(
         lp.add_entries(node_rows[pairs[:, 0], pairs[:, 1]], G[j], -1.0)
         # load: Σ_u φ[u, ℓ, j] − bw_ℓ m_j ≤ 0
         used = np.unique(lay.route_link)
+        if cut is not None:
+            if j in crossing:
+                used = used[cut[used]]
+            else:
+                lp.fix_zero(phi[j][cut[lay.route_link]])
         load_rows = lp.add_rows(len(used), -np.inf, 0.0)
         row_of_link = np.full(len(topology.links), -1, dtype=np.int64)
         row_of_link[used] = load_rows
-        lp.add_entries(row_of_link[lay.route_link], phi[j], 1.0)
+        counted = row_of_link[lay.route_link] >= 0
+        lp.add_entries(row_of_link[lay.route_link][counted], phi[j][counted], 1.0)
         lp.add_entries(load_rows, np.full(len(used), m[j]), -bw[used])
 
     # commodities in the time-expanded rank graph; arcs of layer j go from time j−1 to time j

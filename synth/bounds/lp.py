@@ -94,6 +94,7 @@ class SparseLP:
     rhi: list[np.ndarray] = field(default_factory=list)
     #: HiGHS options for the solve (e.g. ``{"solver": "ipm"}``)
     options: dict = field(default_factory=dict)
+    fixed: list[np.ndarray] = field(default_factory=list)
 
     def add_cols(self, count: int, *, cost: float = 0.0, hi: float | np.ndarray) -> np.ndarray:
         """``count`` new columns in [0, hi]; returns their indices."""
@@ -103,6 +104,10 @@ class SparseLP:
         self.lo.append(np.zeros(count))
         self.hi.append(np.broadcast_to(np.asarray(hi, dtype=np.float64), (count,)).copy())
         return np.arange(first, first + count, dtype=np.int64)
+
+    def fix_zero(self, cols: np.ndarray) -> None:
+        """Force these columns to 0."""
+        self.fixed.append(np.asarray(cols, dtype=np.int64).ravel())
 
     def add_rows(self, count: int, lo: float | np.ndarray, hi: float | np.ndarray) -> np.ndarray:
         """``count`` new rows with bounds (±inf for none); returns their indices."""
@@ -124,6 +129,8 @@ class SparseLP:
         cost = np.concatenate(self.cost) if self.cost else np.zeros(0)
         lo = np.concatenate(self.lo) if self.lo else np.zeros(0)
         hi = np.concatenate(self.hi) if self.hi else np.zeros(0)
+        for cols in self.fixed:
+            hi[cols] = 0.0
         rlo = np.concatenate(self.rlo) if self.rlo else np.zeros(0)
         rhi = np.concatenate(self.rhi) if self.rhi else np.zeros(0)
         rows = np.concatenate(self.rows) if self.rows else np.zeros(0, dtype=np.int64)

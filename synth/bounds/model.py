@@ -16,6 +16,7 @@ Two cost models:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ LAYERED_STEPS = (0, 1, 2, 3, 5, 8, 12)
 LAYERED_MAX_VARIABLES = 12_000
 LAYERED_BUDGET = 30_000
 LAYERED_CLOSE = 0.02
+#: the crossing-steps bound is built for a cut whose crossing α is at least this many × α_min
+CROSSING_MIN_RATIO = 1.5
 
 
 # ============================================================================ results
@@ -351,10 +354,10 @@ class _Analysis:
     def contracted(self) -> Contracted | None:
         return self._get("contracted", lambda: contracted_volume(self.topology, self.partitions(), self.through_alpha()))
 
-    def layered(self, key: tuple, spec: layered.FlowSpec, steps: int) -> layered.LayeredBound | None:
+    def layered(self, key: tuple, spec: layered.FlowSpec, steps: int, **kw) -> layered.LayeredBound | None:
         return self._get(
             ("layered", key, steps),
-            lambda: layered.layered_bound(self.topology, spec, self.layout(), steps, {"solver": "ipm"}),
+            lambda: layered.layered_bound(self.topology, spec, self.layout(), steps, {"solver": "ipm"}, **kw),
         )
 
 
@@ -503,12 +506,19 @@ def _crossing_alpha(topology: Topology, thru: np.ndarray, nodes: frozenset[int],
     return best
 
 
-def _cut_latency_term(crossings: list[tuple[float, float, str]], steps: int, alpha_min: float) -> BoundTerm | None:
+def _cut_mask(topology: Topology, nodes: frozenset[int], direction: str) -> np.ndarray:
+    """The links that enter (``"in"``) or leave (``"out"``) ``nodes``, as a mask."""
+    src = np.array([link.src in nodes for link in topology.links])
+    dst = np.array([link.dst in nodes for link in topology.links])
+    return (dst & ~src) if direction == "in" else (src & ~dst)
+
+
+def _cut_latency_term(crossings: list, steps: int, alpha_min: float) -> BoundTerm | None:
     """For each "D over C" bound whose crossing transfers all last at least α_S > α_min: at least
     one step crosses, and it lasts α_S on top of its share of D/C, so time ≥ α_S + (H − 1)·α_min +
     D/C (docs/bounds.md). The largest of these lines."""
     lines = []
-    for us_per_byte, alpha, what in crossings:
+    for us_per_byte, alpha, what, _ in crossings:
         if not math.isfinite(alpha) or alpha <= alpha_min * (1 + 1e-12) + 1e-15:
             continue
         latency = alpha + (steps - 1) * alpha_min
@@ -594,6 +604,71 @@ def _time_expanded_term(
         bandwidth,
         steps * alpha_min,
         "a schedule of T steps pays T x the smallest alpha plus the bandwidth a T-layer LP needs; the best T",
+        LazyLines(compute),
+        "min",
+    )
+
+
+def _crossing_steps_term(
+    topology: Topology, c: Collective, an: _Analysis, steps: int, alpha_min: float, crossings: list
+) -> BoundTerm | None:
+    """The time-expanded LP with two kinds of steps (docs/bounds.md, "crossing steps"), for the
+    cut whose crossing transfers have the largest α (at least `CROSSING_MIN_RATIO` × α_min): for
+    T = H .. H + 2 steps and every choice of one or two crossing steps, the line
+    k·α_S + (T − k)·α_min + β_(T, z)·size; with three or more crossing steps, or more than H + 2
+    steps, closed-form lines. Computed lazily; the LPs only while they fit `LAYERED_BUDGET`."""
+    usable = [x for x in crossings if x[3] is not None and math.isfinite(x[1]) and x[1] >= CROSSING_MIN_RATIO * alpha_min]
+    if not usable or (alpha_min <= 0 and not usable):
+        return None
+    slope, alpha_s, what, mask = max(usable, key=lambda x: (x[1], x[0]))
+    key = (c.kind, c.root, "crossing", what)
+
+    def compute() -> tuple[Line, ...]:
+        spec = layered.flow_spec(c, [part for part, _ in an.partitions()])
+        lay = an.layout()
+        first = max(steps, layered.steps_needed(spec, lay.hops))
+        lines: list[Line] = []
+        spent = 0
+        last = first + 2
+        for t in range(first, first + 3):
+            patterns = [frozenset({j}) for j in range(t)] + [frozenset(p) for p in itertools.combinations(range(t), 2)]
+            size = layered.lp_variables(spec, lay, c.num_ranks, t)
+            if size > LAYERED_MAX_VARIABLES or spent + size * len(patterns) > LAYERED_BUDGET:
+                last = t - 1
+                break
+            spent += size * len(patterns)
+            for z in patterns:
+                result = an.layered((*key, tuple(sorted(z))), spec, t, cut=mask, crossing=z)
+                if result is None:
+                    return ()  # no answer from the solver: leave the term out
+                if not math.isfinite(result.us_per_byte):
+                    continue
+                k = len(z)
+                where = ", ".join(str(j + 1) for j in sorted(z))
+                lines.append(
+                    Line(
+                        k * alpha_s + (t - k) * alpha_min,
+                        max(result.us_per_byte, 0.0),
+                        f"{t} steps, crossing in step {where}: >= {k} x {alpha_s:g} + {t - k} x {alpha_min:g} us "
+                        f"+ {result.us_per_byte * 1e6:.6g} us per MB",
+                    )
+                )
+            if t >= 3:
+                lines.append(Line(3 * alpha_s + (t - 3) * alpha_min, slope, f"{t} steps, 3 or more crossing"))
+        if last < first:
+            return ()
+        more = last + 1
+        lines.append(
+            Line(alpha_s + (more - 1) * alpha_min, slope, f"{more} or more steps: >= {alpha_s:g} + {more - 1} x {alpha_min:g} us")
+        )
+        return tuple(lines)
+
+    return BoundTerm(
+        "crossing-steps",
+        slope,
+        alpha_s + (steps - 1) * alpha_min,
+        f"steps that cross {what} last >= {alpha_s:g} us plus their bytes over it, the others {alpha_min:g} us "
+        "plus theirs; LPs over which steps cross",
         LazyLines(compute),
         "min",
     )
@@ -823,9 +898,9 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
 
     terms: list[BoundTerm] = []
     notes: list[str] = []
-    #: (us_per_byte, smallest α of a transfer that crosses the cut, what the cut is) of every
-    #: "D over C" bound, for the cut-latency bound
-    crossings: list[tuple[float, float, str]] = []
+    #: (us_per_byte, smallest α of a transfer that crosses the cut, what the cut is, the cut's
+    #: links) of every "D over C" bound through one cut, for the cut-latency and crossing-steps bounds
+    crossings: list[tuple[float, float, str, np.ndarray | None]] = []
     thru = an.through_alpha()
 
     def add(name: str, us_per_byte: float, text: str) -> None:
@@ -833,7 +908,8 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
 
     def crossing(us_per_byte: float, cuts: list[Cut], direction: str, what: str) -> None:
         alpha = min(_crossing_alpha(topology, thru, cut.nodes, direction) for cut in cuts)
-        crossings.append((us_per_byte, alpha, what))
+        mask = _cut_mask(topology, cuts[0].nodes, direction) if len(cuts) == 1 else None
+        crossings.append((us_per_byte, alpha, what, mask))
 
     needs = _needs(c)
     ingress = _per_rank(topology, needs.receive, an.ingress(), "receive", "reach")
@@ -946,6 +1022,9 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             terms.append(cut_latency)
         if r <= LAYERED_MAX_RANKS:
             terms.append(_time_expanded_term(topology, c, an, steps, facts.min_transfer_alpha, bandwidth))
+            crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)
+            if crossing_steps is not None:
+                terms.append(crossing_steps)
 
     terms.append(
         BoundTerm(
