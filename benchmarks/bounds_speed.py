@@ -10,7 +10,9 @@ time and as this process's CPU time (which other jobs on a shared machine distur
 - ``model``: everything `synth.bounds.bound_model` computes for allgather (adds latency facts).
 
 Then the time to build the models of all eight collectives (alltoall includes its LP where it is
-solved), which is what `synth compare` pays once per topology.
+solved) and evaluate them at 1 KiB, 64 KiB, 1 MiB, 16 MiB and 1 GiB (which solves the
+time-expanded and crossing-steps LPs, on machines of up to 16 ranks): what `synth compare` pays once
+per topology.
 
     .venv/bin/python benchmarks/bounds_speed.py [--repeat 3]
 """
@@ -55,6 +57,13 @@ def exact_allgather(topology: Topology):
     return max_ratio_cut(topology, range(topology.num_ranks), start)
 
 
+SIZES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 1 << 30)
+
+
+def evaluate(model) -> list[float]:
+    return [model.time_us(size) for size in SIZES]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -64,13 +73,13 @@ def main() -> None:
         ("torus 8x8 (64)", gen.torus(8, 8)),
         ("8 x DGX A100 (64)", gen.nvswitch(8, 300.0, boxes=8, nic_bandwidth=25.0, rails=2)),
     ]
-    print(f"{'':<37}{'---- cut ----':>17} {'-- model --':>17} {'- all 8 models -':>17}")
+    print(f"{'':<37}{'---- cut ----':>17} {'-- model --':>17} {'- all 8, 5 sizes -':>17}")
     times = " ".join(f"{'wall':>8} {'cpu':>8}" for _ in range(3))
     print(f"{'topology':<18} {'ranks':>5} {'allgather optimum':>17} {'flows':>5} {times}")
     for name, topology in cases:
         cut_wall, cut_cpu, rc = best_of(args.repeat, lambda t=topology: exact_allgather(fresh(t)))
         model_wall, model_cpu, model = best_of(args.repeat, lambda t=topology: bound_model(fresh(t), Kind.ALLGATHER))
-        all_wall, all_cpu, _ = best_of(1, lambda t=topology: [bound_model(c, k) for c in [fresh(t)] for k in Kind])
+        all_wall, all_cpu, _ = best_of(1, lambda t=topology: [evaluate(bound_model(c, k)) for c in [fresh(t)] for k in Kind])
         print(
             f"{name:<18} {topology.num_ranks:>5} {model.peak_algbw:>12.2f} GB/s {rc.max_flows:>5} "
             f"{ms(cut_wall)} {ms(cut_cpu)} {ms(model_wall)} {ms(model_cpu)} {ms(all_wall)} {ms(all_cpu)}"

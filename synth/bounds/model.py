@@ -47,9 +47,9 @@ LP_MAX_VARIABLES = 30_000
 #: only while one LP has at most `LAYERED_MAX_VARIABLES` columns.
 LAYERED_MAX_RANKS = 16
 #: step counts solved, as offsets from the fewest possible
-LAYERED_STEPS = (0, 1, 2, 3, 5, 8, 12)
+LAYERED_STEPS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 13, 16)
 LAYERED_MAX_VARIABLES = 12_000
-LAYERED_BUDGET = 30_000
+LAYERED_BUDGET = 40_000
 LAYERED_CLOSE = 0.02
 #: the crossing-steps bound is built for a cut whose crossing α is at least this many × α_min
 CROSSING_MIN_RATIO = 1.5
