@@ -230,7 +230,9 @@ def test_dgx1_alltoall_meets_its_bound_in_three_steps():
     """16 of the 56 pair-chunks of each direction cross the DGX-1's 6-NVLink bisection, so
     alltoall needs 16k/6 = 8k/3 rounds; with k = 3 chunks per pair, 8 rounds in 3 steps."""
     outcome = outcome_of(gen.dgx1(), Kind.ALLTOALL, 3, steps=3, objective="rounds", time_limit=120)
-    assert (outcome.steps, outcome.rounds, outcome.status, outcome.meets_lower_bound) == (3, 8, "optimal", True)
+    # (the optimum may leave one of the 3 steps empty: the DGX-1's hop diameter is 2)
+    assert outcome.steps <= 3
+    assert (outcome.rounds, outcome.status, outcome.meets_lower_bound) == (8, "optimal", True)
 
 
 def test_pipelined_waves_repeat_one_template():
