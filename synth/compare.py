@@ -32,6 +32,8 @@ DEFAULT_SIZES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)
 NOT_BY_DEFAULT = frozenset({"auto", "ilp"})
 #: a method that tunes itself for a size is synthesized for at most this many of the sizes asked
 TUNED_SIZES = 3
+#: the bound model of each simulator model
+BOUND_MODELS = {"sync": "step", "event": "event", "one-port": "one-port"}
 
 
 @dataclass(frozen=True)
@@ -203,12 +205,13 @@ def compare(
     """Synthesize, verify and simulate every applicable method at every size, beside the bound.
 
     ``methods`` defaults to `default_methods`; a method that cannot serve the case is listed with
-    its reason. ``model`` is the simulator model ("sync", FORMATS.md's step-synchronous cost, or
-    "event")."""
+    its reason. ``model`` is the simulator model ("sync", FORMATS.md's step-synchronous cost,
+    "event", or "one-port", the textbook model with each message's α and β from its path); the
+    bound is that model's (`BOUND_MODELS`)."""
     kind = Kind(kind)
     sizes = tuple(int(s) for s in sizes)
     names = list(methods) if methods is not None else default_methods(kind)
-    bm = bound_model(topology, kind, root, model="event" if model == "event" else "step")
+    bm = bound_model(topology, kind, root, model=BOUND_MODELS[model])
     bounds = tuple(bm.at(s) for s in sizes)
     outcomes = []
     collective_root = None

@@ -304,3 +304,28 @@ def test_cli_simulate_and_bound_one_port(tmp_path):
     assert bad.exit_code == 2 and "--alpha" in bad.output and "one-port" in bad.output
     bad = runner.invoke(main, ["simulate", str(path), "-t", str(topo_path), "-s", "1K", "-m", "one-port", "--beta", "-1"])
     assert bad.exit_code == 2 and "--beta" in bad.output
+
+
+def test_cli_compare_one_port():
+    """synth compare --model one-port: the methods in the one-port model beside its bound, named."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "dgx-a100",
+            "-c",
+            "allgather",
+            "--sizes",
+            "1KiB,1GiB",
+            "--model",
+            "one-port",
+            "-m",
+            "ring,recursive-doubling",
+            "-q",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "one-port model" in result.output.splitlines()[0]
+    # recursive doubling meets the ceil(log2 8) x alpha bound at 1 KiB (3 x 0.7 us, and its bytes)
+    small = result.output.split("size 1GiB")[0]
+    assert "(latency)" in small and "recursive-doubling         2.10" in small

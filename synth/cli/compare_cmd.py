@@ -69,7 +69,13 @@ def render(c: Comparison) -> str:
 @click.option("--root", type=int, default=None, help="Root rank of a rooted collective (default 0).")
 @sweep_options("1KiB..1GiB")
 @click.option("-m", "--methods", default=None, help="Comma-separated methods (default: every applicable one).")
-@click.option("--model", type=click.Choice(["sync", "event"]), default="sync", show_default=True, help="Simulator model.")
+@click.option(
+    "--model",
+    type=click.Choice(["sync", "event", "one-port"]),
+    default="sync",
+    show_default=True,
+    help="Simulator model (and the bound's): step-synchronous, event-driven, or the textbook one-port model.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (it is only drawn on a terminal anyway).")
 def compare_cmd(topology, collective, root, size_list, begin, end, factor, step, methods, model, as_json, quiet):
