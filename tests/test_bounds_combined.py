@@ -18,7 +18,9 @@ from synth.bounds import bound_model, lower_bounds
 from synth.bounds.latency import latency_facts
 from synth.bounds.layered import flow_spec, layered_bound, layout
 from synth.bounds.model import LAYERED_STEPS
+from synth.builtin import get_topology
 from synth.collective import Collective, Kind
+from synth.registry import synthesize
 from synth.schedule import Transfer, schedule_from_steps
 from synth.simulate import simulate
 from synth.topology import topology_from_document
@@ -213,7 +215,6 @@ def test_contracted_bound_is_met_by_reduce_and_broadcast_over_boxes():
     """Inside a box everything is free next to the NICs: reduce to one GPU per box, allreduce
     among the 4 box leaders by reduce-scatter + allgather over the core (each NIC carries
     2·3/4 of size each way), broadcast inside. Its time over the bound tends to 1."""
-    from synth.algorithms import synthesize
 
     topo = four_boxes()
     schedule = synthesize(topo, Kind.ALLREDUCE, "hierarchical")
@@ -265,7 +266,6 @@ def test_dgx1_allreduce_in_two_steps():
     ILP feasibility search): step 1 builds {0,3,4} {1,5} {2,6} {7} {0} {1,4,5} {2} {3,6,7}, step 2
     folds in the three other values of each quad. At 1 KiB it takes 1.48 µs against the bound's
     1.41; the methods' best (recursive doubling) takes 3 steps, 2.20 µs (docs/bounds.md)."""
-    from synth.builtin import get_topology
 
     topo = get_topology("dgx1")
     red = lambda s, d: Transfer(s, d, 0, "reduce", ())  # noqa: E731
@@ -302,7 +302,6 @@ def test_pcie_broadcast_at_64k_a_better_schedule_than_the_methods():
     over the UPI link (3 us + 64 KiB over 10 GB/s) and all four to gpu1; step 2: the other socket's
     GPUs swap quarters, gpu0 and gpu1 serve gpu2 and gpu3 (1 us + 64 KiB over 24 GB/s). 13.28 us,
     1.06 x the bound: the gap is the methods', not the bound's (docs/bounds.md)."""
-    from synth.builtin import get_topology
 
     topo = get_topology("pcie-2socket")
     a, b, across = ("pcisw0",), ("pcisw1",), ("pcisw0", "cpu0", "cpu1", "pcisw1")

@@ -1,6 +1,6 @@
 """Property tests of the lower bounds (hypothesis): on random machines, no verified schedule (a
 random valid one, or one of every method) is faster than the bound at sizes from 1 B to 1 GiB,
-in the step-synchronous model (FORMATS.md, re-implemented in tests/test_bounds_sound.py) and the
+in the step-synchronous model (docs/formats.md, re-implemented in tests/test_bounds_sound.py) and the
 event-driven one; and the combined bounds are never below the simple ones they refine."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synth.algorithms import METHODS, synthesize
 from synth.bounds import bound_model
 from synth.collective import ROOTED, Kind
 from synth.errors import NotApplicable
+from synth.registry import METHODS, synthesize
 from synth.verify import check
 
 from .random_machines import machines

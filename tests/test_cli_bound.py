@@ -32,7 +32,7 @@ def test_table_marks_the_binding_bound_per_size():
     assert re.search(r"\n    cut-latency +4\.303 ", out)
     assert "size 1GiB:" in out and "(binding: time-expanded)" in out
     assert "  * crossing-steps" in out and "  * time-expanded" in out
-    assert "346.51" in out  # the ANCHORS figure, less 2 steps x 0.7 us at 1 GiB (the ingress row)
+    assert "346.51" in out  # ForestColl's 346.67, less 2 steps x 0.7 us at 1 GiB (the ingress row)
 
 
 def test_json_output(tmp_path):

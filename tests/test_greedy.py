@@ -9,14 +9,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth import generators as gen
-from synth.algorithms import METHODS, synthesize
-from synth.algorithms.engines import greedy_engine
+from synth.algorithms.engines.greedy_engine import (
+    BitsetProposer,
+    EngineOptions,
+    Plan,
+    SingleTargetProposer,
+    WindowProposer,
+    disseminate,
+    proposer_class,
+)
+from synth.algorithms.engines.greedy_engine.bitwords import first_true
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
-from synth.collective import ROOTED, Kind
+from synth.collective import ROOTED, Collective, Kind
 from synth.errors import NotApplicable
+from synth.registry import METHODS, synthesize
 from synth.verify import verify
 
 from .conftest import SMALL_TOPOLOGIES
@@ -72,19 +81,14 @@ def test_random_machines(topo, data):
     assert numeric_replay(schedule)
 
 
-#: module settings that put small collectives into the modes of thousands of ranks: "window-exact"
+#: engine options that put small collectives into the modes of thousands of ranks: "window-exact"
 #: scans every held chunk without bitsets, "window" a window of the oldest and newest arrivals,
 #: "sampled" also offers each link to a few random channels per step
 LARGE_MODES = {
-    "window-exact": {"EXACT_BYTES": 0},
-    "window": {"EXACT_BYTES": 0, "EXACT_CHUNKS": 0},
-    "sampled": {"EXACT_BYTES": 0, "EXACT_CHUNKS": 0, "OFFER_ALL_UP_TO": 0},
+    "window-exact": EngineOptions(exact_bytes=0),
+    "window": EngineOptions(exact_bytes=0, exact_chunks=0),
+    "sampled": EngineOptions(exact_bytes=0, exact_chunks=0, offer_all_up_to=0),
 }
-
-
-def _in_mode(mode: str, monkeypatch) -> None:
-    for name, value in LARGE_MODES[mode].items():
-        monkeypatch.setattr(greedy_engine, name, value)
 
 
 @pytest.mark.parametrize(
@@ -96,22 +100,65 @@ def _in_mode(mode: str, monkeypatch) -> None:
     ],
 )
 @pytest.mark.parametrize("kind", ["allgather", "broadcast"])
-def test_windowed_scan_of_every_chunk_chooses_as_the_bitsets_do(builtin, monkeypatch, name, make, kind):
-    """Beyond `EXACT_BYTES` the engine scans arrival lists instead of bitsets; with a window as wide
-    as the collective it must make exactly the bitsets' choices, byte for byte."""
+def test_windowed_scan_of_every_chunk_chooses_as_the_bitsets_do(builtin, name, make, kind):
+    """Beyond ``exact_bytes`` the engine scans arrival lists instead of bitsets; with a window as
+    wide as the collective it must make exactly the bitsets' choices, byte for byte."""
     topo = make(builtin)
     root = 0 if kind == "broadcast" else None
     packed = synthesize(topo, kind, "greedy", chunks=3, root=root)
-    _in_mode("window-exact", monkeypatch)
-    assert synthesize(topo, kind, "greedy", chunks=3, root=root) == packed
+    options = {"engine": LARGE_MODES["window-exact"]}
+    assert synthesize(topo, kind, "greedy", chunks=3, root=root, options=options) == packed
+
+
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("fattree", lambda b: gen.fattree(racks=2, servers=4, gpus=8)),
+        ("torus6x6", lambda b: gen.torus(6, 6)),
+        ("dgx-a100x4", lambda b: b("dgx-a100x4")),
+    ],
+)
+@pytest.mark.parametrize("kind", [Kind.ALLGATHER, Kind.BROADCAST])
+def test_proposer_classes_agree_where_they_must(builtin, name, make, kind):
+    """The bitset and the windowed proposers score the same candidates the same way: given every
+    held chunk (the window of at most ``exact_chunks`` chunks, or oldest-first windows as wide as
+    the collective) they make byte-identical schedules; so does a run whose sampled offers reach
+    every channel."""
+    topo = make(builtin)
+    collective = Collective(kind, topo.num_ranks, 3, 0 if kind is Kind.BROADCAST else None)
+    channels = channels_for(topo)
+
+    def run(proposer, **options):
+        plan = Plan(seed=1, engine=EngineOptions(**options))
+        return disseminate(topo, collective, channels, plan, "greedy", proposer=proposer)
+
+    bitsets = run(BitsetProposer)
+    assert proposer_class(collective, channels, EngineOptions()) is BitsetProposer
+    assert run(WindowProposer) == bitsets
+    assert run(WindowProposer, exact_chunks=0, window=collective.num_chunks) == bitsets
+    assert run(BitsetProposer, offer_all_up_to=0, sampled_offer=channels.count) == bitsets
+    if kind is Kind.ALLGATHER:  # a narrower view is a different choice: the comparisons above can fail
+        assert run(WindowProposer, exact_chunks=0, window=1) != bitsets
+
+
+def test_thresholds_choose_the_proposer():
+    topo = gen.fattree(racks=2, servers=4, gpus=8)
+    channels = channels_for(topo)
+    allgather = Collective(Kind.ALLGATHER, topo.num_ranks, 2)
+    matrix = channels.count * ((allgather.num_chunks + 7) // 8)  # bytes of one candidate bitset matrix
+    assert proposer_class(allgather, channels, EngineOptions(exact_bytes=matrix)) is BitsetProposer
+    assert proposer_class(allgather, channels, EngineOptions(exact_bytes=matrix - 1)) is WindowProposer
+    for kind in (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL):
+        collective = Collective(kind, topo.num_ranks, 1, 0 if kind in ROOTED else None)
+        assert proposer_class(collective, channels, EngineOptions(exact_bytes=0)) is SingleTargetProposer
 
 
 @pytest.mark.parametrize("mode", sorted(LARGE_MODES))
-def test_large_modes_on_a_fat_tree(monkeypatch, mode):
+def test_large_modes_on_a_fat_tree(mode):
     topo = gen.fattree(racks=2, servers=4, gpus=8)
     exact = synthesize(topo, "allgather", "greedy", chunks=2)
-    _in_mode(mode, monkeypatch)
-    schedule = synthesize(topo, "allgather", "greedy", chunks=2, verify=False)
+    options = {"engine": LARGE_MODES[mode]}
+    schedule = synthesize(topo, "allgather", "greedy", chunks=2, options=options, verify=False)
     assert verify(schedule, topo).ok
     assert numeric_replay(schedule)
     # a narrower view costs steps, but not many
@@ -125,9 +172,8 @@ def test_large_modes_on_random_machines(topo, data):
     kind = data.draw(st.sampled_from(KINDS), label="kind")
     root = data.draw(st.integers(0, topo.num_ranks - 1), label="root") if kind in ROOTED else None
     chunks = (topo.num_ranks if kind is Kind.ALLREDUCE else 1) * data.draw(st.integers(1, 3), label="chunks")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        _in_mode(mode, monkeypatch)
-        schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, verify=False)
+    options = {"engine": LARGE_MODES[mode]}
+    schedule = synthesize(topo, kind, "greedy", root=root, chunks=chunks, options=options, verify=False)
     result = verify(schedule, topo)
     assert result.ok, result.violation
     assert numeric_replay(schedule)
@@ -171,6 +217,10 @@ def test_option_errors(dgx1):
         synthesize(dgx1, "allgather", "ring", options={"seed": 1})
     with pytest.raises(ValueError, match="seeds"):
         synthesize(dgx1, "allgather", "greedy", options={"seeds": 0})
+    with pytest.raises(ValueError, match="engine"):
+        synthesize(dgx1, "allgather", "greedy", options={"engine": {"exact_bytes": 0}})
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        EngineOptions(window=0)
 
 
 @pytest.mark.parametrize(
@@ -222,7 +272,7 @@ def test_first_true_over_words_matches_numpy(width):
     flags = rng.random((500, width)) < rng.choice([0.0, 0.01, 0.2], size=(500, 1))
     flags[:2] = False
     flags[1, -1] = True  # only the last flag: the last byte of the last word
-    found, first = greedy_engine._first_true(flags)
+    found, first = first_true(flags)
     assert np.array_equal(found, flags.any(axis=1))
     assert np.array_equal(first[found], flags.argmax(axis=1)[found])
     assert not found[0] and first[1] == width - 1

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth import generators as gen
-from synth.algorithms import METHODS, synthesize
 from synth.bounds import bound_model
 from synth.cli import main
 from synth.collective import ROOTED, Collective, Kind
 from synth.errors import NotApplicable
+from synth.registry import METHODS, synthesize
 from synth.schedule import Transfer, save_schedule, schedule_from_steps
 from synth.simulate import Simulator, simulate
 from synth.topology import topology_from_document, topology_to_json

@@ -5,7 +5,8 @@ carries a chunk that its source holds and that its destination, or a rank beyond
 the chunk the most ranks still lack, or, for chunks with one destination, the one farthest from it
 (`synth.algorithms.engines.greedy_engine`). A link b times faster than the slowest carries b chunks per
 step, so one step lasts about one chunk over the slowest link and every link stays busy: this is
-TACOS's greedy on a time-expanded network, in the step-synchronous cost of FORMATS.md.
+TACOS's greedy on a time-expanded network, in the step-synchronous cost
+(docs/formats.md, 'Step-synchronous cost').
 
 allgather, broadcast, gather, scatter and alltoall run the engine directly; reduce-scatter and
 reduce are the duals of allgather and broadcast on the reversed topology; allreduce is
@@ -16,7 +17,8 @@ Options (``synth synthesize -m greedy``): ``seed`` (default 0; ties are broken b
 from it, so a seed always gives the same schedule), ``seeds`` (try that many seeds from ``seed``
 on and keep the fastest), ``size`` (bytes; without ``--chunks``, try chunk counts and link-room
 multipliers and keep the fastest at that size; seeds are compared at ``size``, or 1 GiB without it),
-``progress`` (a callable ``(done, total)``, library only).
+``progress`` (a callable ``(done, total)``, library only), ``engine`` (an `EngineOptions`: the engine's
+mode thresholds and knobs, library only; tests use it to reach the modes of thousands of ranks).
 """
 
 from __future__ import annotations
@@ -26,16 +28,17 @@ from dataclasses import replace
 from typing import Any
 
 from synth.algorithms.engines.builders import dispatcher, with_reductions
-from synth.algorithms.engines.greedy_engine import Plan, disseminate, link_capacity
+from synth.algorithms.engines.greedy_engine import EngineOptions, Plan, disseminate, link_capacity
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import check_options, predicted_us
 from synth.collective import Collective, Kind
+from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 
-METHOD = "greedy"
-OPTIONS = frozenset({"seed", "seeds", "size", "progress"})
+NAME = "greedy"
+OPTIONS = frozenset({"seed", "seeds", "size", "progress", "engine"})
 
 #: size at which seeds are compared when no size is given
 REFERENCE_SIZE = 1 << 30
@@ -56,7 +59,7 @@ def _forward(plan: Plan, progress: Progress | None):
             "channels": channels.count,
             "all_pairs": channels.complete,
         }
-        return disseminate(topology, collective, channels, plan, METHOD, params, progress)
+        return disseminate(topology, collective, channels, plan, NAME, params, progress)
 
     return build
 
@@ -65,7 +68,7 @@ def builders(plan: Plan, progress: Progress | None = None) -> dict[Kind, Callabl
     """The builder of every collective for one greedy set-up."""
     forward = _forward(plan, progress)
     return with_reductions(
-        METHOD,
+        NAME,
         {kind: forward for kind in (Kind.ALLGATHER, Kind.BROADCAST, Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)},
     )
 
@@ -102,18 +105,21 @@ def _collective(kind: Kind, ranks: int, k: int, root: int | None) -> Collective:
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
     """Greedy schedule for ``collective`` on ``topology`` (see the module docstring for options;
     ``requested_chunks`` None lets it choose the chunk count for ``size``)."""
-    check_options(METHOD, options, OPTIONS)
+    check_options(NAME, options, OPTIONS)
     seed = _option_int(options, "seed", 0, 0)
     seeds = _option_int(options, "seeds", 1, 1)
     size = _option_int(options, "size", None, 1)
     progress = options.get("progress")
+    engine = options.get("engine", EngineOptions())
+    if not isinstance(engine, EngineOptions):
+        raise ValueError(f"greedy option engine must be an EngineOptions, got {engine!r}")
     router = router or router_for(topology)
     choose = size is not None and options.get("requested_chunks", collective.chunks_per_piece) is None
     kind, r = collective.kind, collective.num_ranks
     measure_at = size if size is not None else REFERENCE_SIZE
 
     def build(coll: Collective, plan: Plan) -> Schedule:
-        return dispatcher(METHOD, builders(plan, progress))(topology, coll, router)
+        return dispatcher(NAME, builders(plan, progress))(topology, coll, router)
 
     best: tuple[float, int, Schedule, Collective, Plan] | None = None
 
@@ -128,7 +134,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             best = (time, schedule.num_transfers, schedule, coll, plan)
         return better
 
-    base = Plan(seed=seed)
+    base = Plan(seed=seed, engine=engine)
     if choose:
         misses = 0
         for k in chunk_candidates(kind, r):
@@ -154,3 +160,15 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         params["seeds_tried"] = seeds
         schedule = replace(schedule, params=params)
     return schedule
+
+
+METHOD = Method(
+    name=NAME,
+    summary="event-driven link-chunk matching over the real links, rarest chunk first (scales to thousands of ranks)",
+    family="scalable",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=ranks_for_allreduce,
+    options=OPTIONS,
+    chooses_chunks=True,
+)

@@ -11,70 +11,18 @@ with d = c − Aᵀy (a multiplier whose side has no finite bound is set to 0). 
 feasible x, whatever y is, so it is a lower bound on the optimum however inexact y is, and it
 equals the optimum up to the solver's tolerances.
 
-HiGHS announces itself on standard output the first time a solver object is made in a process;
-`new_highs` makes that first one with standard output pointed at nothing, so `--json` output stays
-parseable.
+The solver is made by `synth.solver_output.new_highs` (no banner, no output) and run under
+`synth.solver_output.native_stdout_to_stderr`, so ``--json`` output stays parseable.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import math
-import os
-import sys
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-_banner_lock = threading.Lock()
-_banner_done = False
-
-
-def new_highs():
-    """A silent ``highspy.Highs`` (output off, one thread, fixed seed), without HiGHS's banner on
-    standard output."""
-    global _banner_done
-    import highspy
-
-    with _banner_lock:
-        if not _banner_done:
-            _banner_done = True
-            with _stdout_to_devnull():
-                h = highspy.Highs()
-        else:
-            h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("random_seed", 0)
-    return h
-
-
-@contextlib.contextmanager
-def _stdout_to_devnull():
-    """Point file descriptor 1 at /dev/null for the duration (C libraries print there directly)."""
-    with contextlib.suppress(AttributeError, ValueError):
-        sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no descriptor 1 at all: nothing to protect
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        _flush_c_stdout()
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
-def _flush_c_stdout() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).fflush(None)
+from synth.solver_output import native_stdout_to_stderr, new_highs
 
 
 @dataclass
@@ -161,10 +109,12 @@ class SparseLP:
         lp.a_matrix_.index_ = rows.astype(np.int32)
         lp.a_matrix_.value_ = vals
         h = new_highs()
+        h.setOptionValue("random_seed", 0)
         for option, value in self.options.items():
             h.setOptionValue(option, value)
         h.passModel(lp)
-        h.run()
+        with native_stdout_to_stderr():
+            h.run()
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
             return LPResult(math.inf, math.inf, self.num_cols)

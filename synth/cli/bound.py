@@ -85,7 +85,7 @@ def _term_document(term: BoundTerm) -> dict[str, Any]:
     type=click.Choice(MODELS),
     default="step",
     show_default=True,
-    help="Cost model the bounds hold for: step-synchronous (FORMATS.md), event-driven, or the textbook one-port model.",
+    help="Cost model the bounds hold for: step-synchronous (docs/formats.md), event-driven, or the textbook one-port model.",
 )
 @alpha_beta_options
 @click.option(

@@ -44,6 +44,7 @@ from typing import Any
 from synth.errors import InputError
 from synth.interop.equivalence import compare
 from synth.interop.msccl_import import execute, schedule_from_execution
+from synth.interop.msccl_sizes import ANY_SIZE_MAX, tuned_range
 from synth.interop.msccl_xml import (
     COLL_NAMES,
     MAX_CHANNELS,
@@ -60,9 +61,10 @@ from synth.interop.msccl_xml import (
     nchunks_for,
 )
 from synth.schedule import OP_REDUCE, Schedule
+from synth.units import format_size
 
-#: ``maxBytes`` when none is given: the largest value the runtime's int64 parser takes.
-DEFAULT_MAX_BYTES = 2**63 - 1
+#: ``maxBytes`` for a schedule not tuned for a size: the largest value the runtime's int64 parser takes.
+DEFAULT_MAX_BYTES = ANY_SIZE_MAX
 
 
 class LimitExceeded(InputError):
@@ -78,6 +80,8 @@ class ExportResult:
     groups: int
     notes: list[str] = field(default_factory=list)
     op_counts: Counter = field(default_factory=Counter)
+    #: where ``minBytes``/``maxBytes`` came from when the schedule's tuning chose them ("" otherwise)
+    size_note: str = ""
 
     def summary(self) -> str:
         a = self.algo
@@ -85,9 +89,10 @@ class ExportResult:
         nsteps = sum(len(tb.steps) for g in a.gpus for tb in g.threadblocks)
         ops = ", ".join(f"{k} {v}" for k, v in sorted(self.op_counts.items()))
         mode = "in place" if a.inplace else "out of place"
+        sizes = f"; sizes {self.size_note}" if self.size_note else ""
         return (
             f"{a.name}: {a.coll} on {a.ngpus} GPUs, {mode}, {a.proto}, {a.nchannels} channel(s), "
-            f"{ntbs} thread blocks, {nsteps} steps ({ops})"
+            f"{ntbs} thread blocks, {nsteps} steps ({ops}){sizes}"
         )
 
 
@@ -550,8 +555,8 @@ def export_msccl(
     *,
     channels: int = 1,
     proto: str = "Simple",
-    min_bytes: int = 0,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    min_bytes: int | None = None,
+    max_bytes: int | None = None,
     inplace: bool = False,
     name: str | None = None,
     self_check: bool = True,
@@ -560,8 +565,20 @@ def export_msccl(
 
     ``channels`` is the number of channels chunks are spread over; when the runtime's limits (256
     steps per thread block, 32 thread blocks per channel, 32 channels) are exceeded the layout is
-    split over more channels, and refused with `LimitExceeded` when no split fits."""
+    split over more channels, and refused with `LimitExceeded` when no split fits.
+
+    ``min_bytes``/``max_bytes`` (the runtime's ``minBytes``/``maxBytes``, both included) left None
+    come from the sizes the schedule was tuned for (`synth.interop.msccl_sizes`), or else allow
+    every size (0 and 2^63 - 1)."""
     where = schedule.source
+    tuned = tuned_range(schedule)
+    size_note = ""
+    if min_bytes is None or max_bytes is None:
+        lo, hi = (tuned[0], tuned[1]) if tuned is not None else (0, DEFAULT_MAX_BYTES)
+        min_bytes = lo if min_bytes is None else min_bytes
+        max_bytes = hi if max_bytes is None else max_bytes
+        if tuned is not None:
+            size_note = f"{min_bytes} … {max_bytes} bytes (tuned for {', '.join(format_size(x) for x in tuned[2])})"
     if proto not in PROTOCOLS:
         raise InputError("--proto", "proto", proto, f"expected one of {', '.join(PROTOCOLS)}")
     if not 1 <= channels <= MAX_CHANNELS:
@@ -627,7 +644,7 @@ def export_msccl(
         result = compare(schedule, back)
         if not result.equivalent:
             raise AssertionError(f"exported MSCCL algorithm does not reproduce the schedule's data flow: {result.difference}")
-    return ExportResult(algo, base, groups, notes, counts)
+    return ExportResult(algo, base, groups, notes, counts, size_note)
 
 
 def _layout(schedule: Schedule, layout: BufferLayout, plan: _Plan, channels: int, groups: int) -> list[list[Threadblock]]:

@@ -45,6 +45,8 @@ from synth.interop.msccl_xml import (
     Step,
     buffer_layout,
     chunks_per_piece,
+    effective_waits,
+    published_steps,
 )
 from synth.routing import router_for
 from synth.schedule import Schedule, ScheduleBuilder
@@ -159,20 +161,23 @@ class _Execution:
         self.snapshots: dict[tuple[int, int], np.ndarray] = {}
         self.waiters: Counter = Counter()
         self.satisfier: dict[tuple[int, int, int], tuple[int, int]] = {}  # waiting (gpu, tb, step) -> (tid, step)
+        # the runtime's step numbering and waits (nops: see msccl_xml.published_steps/effective_waits)
+        # indexed [gpu][tb][step]
+        self.published = [[published_steps(tb) for tb in g.threadblocks] for g in algo.gpus]
+        self.waits = [[effective_waits(tb) for tb in g.threadblocks] for g in algo.gpus]
         if self.race_check:
             for gpu in algo.gpus:
                 for tb in gpu.threadblocks:
-                    for st in tb.steps:
-                        if st.depid < 0:
+                    for st, wait in zip(tb.steps, self.waits[gpu.id][tb.id]):
+                        if wait is None:
                             continue
-                        target = gpu.threadblocks[st.depid]
-                        first = next((x.s for x in target.steps[st.deps :] if x.hasdep and x.type != "nop"), None)
+                        first = self._first_publishing(gpu.id, *wait)
                         if first is not None:
-                            key = (self.tid[(gpu.id, st.depid)], first)
+                            key = (self.tid[(gpu.id, wait[0])], first)
                             self.satisfier[(gpu.id, tb.id, st.s)] = key
                             self.waiters[key] += 1
         # per (rank, position): the last write and the reads since, as (thread, clock, gpu, tb, step)
-        self.accesses: dict[tuple[int, Slot], tuple[tuple[int, ...] | None, list[tuple[int, ...]]]] = {}
+        self.accesses: dict[tuple[int, Slot], tuple[tuple | None, list[tuple]]] = {}
         for rank in range(algo.ngpus):
             for slot, chunk in layout.initial(rank):
                 mask = (1 << rank) if self.reduction else 0
@@ -180,6 +185,15 @@ class _Execution:
                 self.versions[(rank, chunk)] = [Version([], mask)]
 
     # ----------------------------------------------------------------------------- helpers
+    def _first_publishing(self, g: int, tb: int, deps: int) -> int | None:
+        """The first step of thread block ``tb`` of GPU ``g`` whose completion satisfies a wait for
+        step ``deps``: it carries hasdep and the runtime counts it as ``deps`` or later."""
+        numbers = self.published[g][tb]
+        for step, number in zip(self.algo.gpus[g].threadblocks[tb].steps, numbers):
+            if number >= deps and step.hasdep and step.type != "nop":
+                return step.s
+        return None
+
     def _fail(self, gpu: int, tb: int, step: Step, message: str) -> MscclInvalid:
         return MscclInvalid(f"{self.algo.source}: INVALID: gpu {gpu} tb {tb} step {step.s} ({step.type}): {message}")
 
@@ -206,9 +220,11 @@ class _Execution:
         ranks = [r for r in range(self.algo.ngpus) if token.mask >> r & 1]
         return f"chunk {token.chunk} with contributions of rank(s) {', '.join(map(str, ranks))}"
 
-    def _access(self, rank: int, slot: Slot, write: bool, event: tuple[int, ...], where) -> None:
-        """Record a read or write of a position; with race checking, require that the last write
-        (and for writes, every read since) happened before this access."""
+    def _access(self, rank: int, slot: Slot, write: bool, event: tuple, where, buf: str, off: int) -> None:
+        """Record a read or write of a position (``buf[off]`` as the file names it); with race
+        checking, require that the last write (and for writes, every read since) happened before
+        this access: in the same thread block, or ordered by a chain of dependencies and messages
+        (vector clocks). ``event`` is (thread, clock, gpu, tb, step, step type)."""
         if not self.race_check:
             return
         tid = event[0]
@@ -219,14 +235,20 @@ class _Execution:
             others += reads
         for other in others:
             if other[0] != tid and clock[other[0]] < other[1]:
-                g, t, s = other[2:]
+                _, _, g, t, s, kind, other_writes, other_buf, other_off = other
+                named, other_named = f"{buf}[{off}]", f"{other_buf}[{other_off}]"
+                mine = "writes" if write else "reads"
+                theirs = "writes" if other_writes else "reads"
+                same = "" if other_named == named else f" (as {other_named})"
                 raise where(
-                    f"races with gpu {g} tb {t} step {s} on {slot[0]}[{slot[1]}]: nothing orders the two (add a dependency)"
+                    f"{mine} {named}, which gpu {g} tb {t} step {s} ({kind}) {theirs}{same}, and nothing orders the two: "
+                    "a race between thread blocks (no dependency or message chain leads from one to the other)"
                 )
+        record = (*event, write, buf, off)
         if write:
-            self.accesses[(rank, slot)] = (event, [])
+            self.accesses[(rank, slot)] = (record, [])
         else:
-            reads.append(event)
+            reads.append(record)
             self.accesses[(rank, slot)] = (last_write, reads)
 
     def _read(self, rank: int, slot: Slot, where) -> Token:
@@ -241,9 +263,13 @@ class _Execution:
         return token
 
     def _write(self, rank: int, slot: Slot, token: Token) -> None:
+        """Store ``token``; received data the position held and the new value does not carry on is
+        lost (counted in ``dropped``). A reduction into the same position (``rrc`` with src = dst)
+        carries the pending data on, so nothing is lost there."""
         old = self.slots[rank].get(slot)
         if old is not None and old.pending and not old.consumed and old is not token:
-            self.dropped += len(old.pending)
+            kept = set(token.pending)
+            self.dropped += sum(1 for p in old.pending if p not in kept)
         self.slots[rank][slot] = token
 
     def _combine(self, a: Token, b: Token, where) -> Token:
@@ -323,14 +349,15 @@ class _Execution:
 
     def _complete(self, g: int, t: int, step: Step, flags) -> None:
         if step.hasdep and step.type != "nop":
-            flags[(g, t)] = step.s
+            flags[(g, t)] = self.published[g][t][step.s]
             if self.race_check:
                 tid = self.tid[(g, t)]
                 if self.waiters[(tid, step.s)]:
                     self.snapshots[(tid, step.s)] = self.clock[tid].copy()
 
     def _ready(self, g: int, t: int, tb, step: Step, flags) -> bool:
-        if step.depid >= 0 and flags[(g, step.depid)] < step.deps:
+        wait = self.waits[g][t][step.s]
+        if wait is not None and flags[(g, wait[0])] < wait[1]:
             return False
         if step.type == "s" and self.capacity is not None and len(self.fifos.get((g, tb.send, tb.channel), ())) >= self.capacity:
             return False
@@ -356,11 +383,14 @@ class _Execution:
             )
             if full:
                 reason = f"waits forever to send to gpu {tb.send} on channel {tb.channel} (its FIFO of {self.capacity} is full)"
-            elif step.depid >= 0 and flags[(g, step.depid)] < step.deps:
-                target = self.algo.gpus[g].threadblocks[step.depid]
-                later = [s for s in target.steps[step.deps :] if s.hasdep and s.type != "nop"]
-                hint = "" if later else f" (no step {step.deps} or later of tb {step.depid} has hasdep=1)"
-                reason = f"waits forever for tb {step.depid} step {step.deps}{hint}"
+            elif (wait := self.waits[g][t][pc]) is not None and flags[(g, wait[0])] < wait[1]:
+                depid, deps = wait
+                hint = (
+                    ""
+                    if self._first_publishing(g, depid, deps) is not None
+                    else (f" (no step {deps} or later of tb {depid} has hasdep=1)")
+                )
+                reason = f"waits forever for tb {depid} step {deps}{hint}"
             else:
                 reason = f"waits forever for a message from gpu {tb.recv} on channel {tb.channel}"
             return self._fail(g, t, step, f"deadlock: {reason}")
@@ -373,14 +403,14 @@ class _Execution:
         clock = None
         if self.race_check:
             clock = self.clock[tid]
-            if step.depid >= 0:
+            if self.waits[g][t][step.s] is not None:
                 key = self.satisfier[(g, t, step.s)]
                 np.maximum(clock, self.snapshots[key], out=clock)
                 self.waiters[key] -= 1
                 if not self.waiters[key]:
                     del self.snapshots[key]
             clock[tid] += 1
-        event = (tid, int(clock[tid]) if clock is not None else 0, g, t, step.s)
+        event = (tid, int(clock[tid]) if clock is not None else 0, g, t, step.s, step.type)
         kind = step.type
         if kind in REDUCING and not self.reduction:
             raise where(f"a reduction step in a {COLL_NAMES[self.kind]}")
@@ -399,17 +429,17 @@ class _Execution:
                 received = Token(chunk, mask, None, ((tb.recv, ref, step.synth_step),))
             if kind == "s":
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
-                self._access(g, src, False, event, where)
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
                 out_units.append(self._send_from(g, src, where))
             elif kind in ("r", "rcs"):
                 dst = self._slot(g, step.dstbuf, step.dstoff + u)
-                self._access(g, dst, True, event, where)
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 self._write(g, dst, received)
                 if kind == "rcs":
                     out_units.append(self._send_from(g, dst, where))
             elif kind in ("rrc", "rrcs", "rrs"):
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
-                self._access(g, src, False, event, where)
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
                 mine = self._read(g, src, where)
                 if kind == "rrs":
                     result = self._combine(mine, received, where)
@@ -422,25 +452,25 @@ class _Execution:
                 if dst != src and mine.pending:
                     _, mine = self.commit(g, mine, where)
                     self.slots[g][src] = mine
-                self._access(g, dst, True, event, where)
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 self._write(g, dst, self._combine(mine, received, where))
                 if kind == "rrcs":
                     out_units.append(self._send_from(g, dst, where))
             elif kind == "cpy":
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
                 dst = self._slot(g, step.dstbuf, step.dstoff + u)
-                self._access(g, src, False, event, where)
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
                 token = self._read(g, src, where)
                 if token.pending:
                     _, token = self.commit(g, token, where)
                     self.slots[g][src] = token
-                self._access(g, dst, True, event, where)
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 self._write(g, dst, token)
             elif kind == "re":
                 src = self._slot(g, step.srcbuf, step.srcoff + u)
                 dst = self._slot(g, step.dstbuf, step.dstoff + u)
-                self._access(g, src, False, event, where)
-                self._access(g, dst, True, event, where)
+                self._access(g, src, False, event, where, step.srcbuf, step.srcoff + u)
+                self._access(g, dst, True, event, where, step.dstbuf, step.dstoff + u)
                 theirs = self._read(g, src, where)
                 mine = self._read(g, dst, where)
                 result = self._combine(mine, theirs, where)
@@ -699,7 +729,10 @@ def import_msccl(
             except (MscclInvalid, InputError) as exc:
                 notes.append(f"{algo.source}: declared in place too, but fails that way: {exc}")
     if run.dropped:
-        notes.append(f"{algo.source}: {run.dropped} received chunk(s) were never used; they are left out of the schedule")
+        notes.append(
+            f"{algo.source}: {run.dropped} received chunk(s) were never used (overwritten, or left where they landed, "
+            "before being stored in an output, added into a value or sent on); they are left out of the schedule"
+        )
     if not run.race_check and race_check:
         notes.append(f"{algo.source}: too large for the race check (vector clocks); it was skipped")
     schedule = schedule_from_execution(run, mode, topology)

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
 from synth.collective import Collective, Kind
 from synth.errors import InputError
+from synth.fileio import read_text_file
 
 # ---------------------------------------------------------------------------------- runtime limits
 #: Steps per thread block (the runtime's MSCCL_MAX_NUM_STEPS; step numbers run 0 … 255).
@@ -150,6 +151,15 @@ def _where(*parts: str) -> str:
     return ".".join(p for p in parts if p)
 
 
+#: An integer attribute: ASCII decimal digits, with a minus sign where the field allows -1. Python's
+#: ``int()`` also takes ``0_8``, ``+8``, `` 8 `` and non-ASCII digits such as Arabic-Indic ones,
+#: which the runtime's C parser does not read as the same number; such values are refused.
+_INTEGER = re.compile(r"-?[0-9]+")
+#: int64 (the runtime's widest field, ``minBytes``/``maxBytes``) has 19 digits.
+_MAX_DIGITS = 19
+_INT64_MAX = 2**63 - 1
+
+
 class _Attrs:
     """Typed attribute access that reports the file, the field and the value."""
 
@@ -172,10 +182,11 @@ class _Attrs:
             if default is not None:
                 return default
             raise InputError(self.source, _where(self.path, name), None, f"<{self.elem.tag}> needs the attribute {name!r}")
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise InputError(self.source, _where(self.path, name), raw, "expected an integer") from None
+        if not _INTEGER.fullmatch(raw):
+            raise InputError(self.source, _where(self.path, name), raw, "expected an integer (ASCII digits, e.g. 8 or -1)")
+        if len(raw.lstrip("-")) > _MAX_DIGITS or abs(int(raw)) > _INT64_MAX:
+            raise InputError(self.source, _where(self.path, name), raw, "out of range (more than 64 bits)")
+        value = int(raw)
         if minimum is not None and value < minimum:
             raise InputError(self.source, _where(self.path, name), value, f"must be at least {minimum}")
         return value
@@ -217,6 +228,11 @@ def parse_msccl_text(text: str, source: str = "<msccl>") -> tuple[Algo, list[str
         raise InputError(source, "algo.proto", proto, f"unknown protocol (expected one of {', '.join(PROTOCOLS)})")
     if nchannels > MAX_CHANNELS:
         warnings.append(f"{source}: algo.nchannels = {nchannels}: runtimes allow at most {MAX_CHANNELS} channels")
+    present = sum(1 for child in root if child.tag == "gpu")
+    if present < ngpus:
+        raise InputError(
+            source, "algo.ngpus", ngpus, f"the file has {present} <gpu> element(s); every rank needs one (ids 0 … ngpus-1)"
+        )
     gpus: dict[int, Gpu] = {}
     for child in root:
         if child.tag != "gpu":
@@ -226,9 +242,6 @@ def parse_msccl_text(text: str, source: str = "<msccl>") -> tuple[Algo, list[str
         if gpu.id in gpus:
             raise InputError(source, f"gpu[{gpu.id}].id", gpu.id, "duplicate gpu id")
         gpus[gpu.id] = gpu
-    missing = [g for g in range(ngpus) if g not in gpus]
-    if missing:
-        raise InputError(source, "algo.ngpus", ngpus, f"no <gpu> element for rank(s) {', '.join(map(str, missing[:8]))}")
     algo = Algo(
         name=a.text("name", ""),
         proto=proto,
@@ -244,20 +257,53 @@ def parse_msccl_text(text: str, source: str = "<msccl>") -> tuple[Algo, list[str
         source=source,
     )
     _check_dependencies(algo, warnings)
+    kind = coll_kind(coll)
+    assert kind is not None
+    _check_chunk_count(source, kind, ngpus, nchunks, algo.gpus)
     return algo, warnings
+
+
+#: Buffer positions (ranks × chunks of the larger buffer; for alltoall × ranks again, its synth
+#: chunks) the symbolic execution holds at most: every position may carry a value object of a few
+#: hundred bytes. 2^22 is twice the largest schedule in ``generated/`` (the 128-rank alltoall,
+#: 128 × 128 × 128) and four times a 128-rank allgather of 8192 chunks (packing at 1 GiB).
+MAX_POSITIONS = 1 << 22
+
+#: Step types that write a local buffer position.
+_WRITING = frozenset({"r", "rcs", "rrc", "rrcs", "cpy", "re"})
+
+
+def _check_chunk_count(source: str, kind: Kind, ngpus: int, nchunks: int, gpus: Iterable[Gpu]) -> None:
+    """Refuse a ``nchunksperloop`` the file cannot mean, before anything of that size is allocated.
+
+    On two or more ranks, every collective needs at least nchunksperloop / 2 chunk writes in all
+    (a reduce-scatter one per chunk; a gather (R-1)/R of them at its root; the others more), and a
+    step writes at most ``cnt`` chunks; so a count beyond twice what the steps write cannot be
+    computed by the file. Past that, the symbolic execution's memory bounds it (`MAX_POSITIONS`)."""
+    written = sum(st.count for g in gpus for tb in g.threadblocks for st in tb.steps if st.type in _WRITING)
+    if ngpus >= 2 and nchunks > 2 * written:
+        raise InputError(
+            source,
+            "algo.nchunksperloop",
+            nchunks,
+            f"the file's steps write {written} chunk(s) in all, and {COLL_NAMES[kind]} of that many chunks on {ngpus} "
+            f"GPUs needs at least {(nchunks + 1) // 2} chunk writes",
+        )
+    positions = ngpus * nchunks * (ngpus if kind is Kind.ALLTOALL else 1)
+    if positions > MAX_POSITIONS:
+        raise InputError(
+            source,
+            "algo.nchunksperloop",
+            nchunks,
+            f"{ngpus} GPUs x {nchunks} chunks{' x ' + str(ngpus) + ' peers' if kind is Kind.ALLTOALL else ''} = "
+            f"{positions} buffer positions; synth executes at most {MAX_POSITIONS} symbolically",
+        )
 
 
 def parse_msccl(path: str | Path) -> tuple[Algo, list[str]]:
     """Read an MSCCL algorithm file (see `parse_msccl_text`)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", None, "no such file", show_value=False) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
+    text = read_text_file(path)
     return parse_msccl_text(text, str(path))
 
 
@@ -342,7 +388,11 @@ def _parse_step(
     if kind not in STEP_TYPES:
         raise InputError(source, f"{path}.type", kind, f"unknown step type (expected one of {', '.join(STEP_TYPES)})")
     count = a.int("cnt", 1)
-    if not 0 < count < MAX_COUNT:
+    # the runtime checks the count of steps that move data only: MSCCLang writes its nops with cnt="0"
+    if kind == "nop":
+        if count < 0:
+            raise InputError(source, f"{path}.cnt", count, "must be at least 0")
+    elif not 0 < count < MAX_COUNT:
         raise InputError(source, f"{path}.cnt", count, f"count must be 1 … {MAX_COUNT - 1}")
     depid = a.int("depid", -1, minimum=-1)
     deps = a.int("deps", -1, minimum=-1)
@@ -380,13 +430,63 @@ def _parse_step(
     return Step(s, kind, bufs["srcbuf"], srcoff, bufs["dstbuf"], dstoff, count, depid, deps, hasdep, hint)
 
 
+def published_steps(tb: Threadblock) -> list[int]:
+    """For each step of ``tb``, the step number the runtime counts for it, which is what it publishes
+    when the step carries ``hasdep`` and what ``deps`` of other thread blocks are compared with.
+    It is ``s`` except after nops without a wait, which the runtime skips without counting."""
+    out = []
+    skipped = 0
+    for step in tb.steps:
+        out.append(step.s - skipped)
+        if step.type == "nop" and step.depid < 0:
+            skipped += 1
+    return out
+
+
+def effective_waits(tb: Threadblock) -> list[tuple[int, int] | None]:
+    """For each step, the (thread block, step) it waits for before it runs, as the runtime does it:
+    a nop's wait counts only when a step that moves data follows it (the runtime attaches it there)."""
+    out: list[tuple[int, int] | None] = [None] * len(tb.steps)
+    data_follows = False
+    for i in range(len(tb.steps) - 1, -1, -1):
+        step = tb.steps[i]
+        if step.type != "nop":
+            data_follows = True
+        if step.depid >= 0 and data_follows:
+            out[i] = (step.depid, step.deps)
+    return out
+
+
 def _check_dependencies(algo: Algo, warnings: list[str]) -> None:
+    """The runtime's rules for waits. A ``nop`` moves nothing: its wait is attached to the next step
+    that moves data, which must then wait itself (the runtime refuses the file otherwise); nops after
+    the last such step are dropped, waits and all. A nop without a wait is not counted by the
+    runtime, so the step numbers it publishes for later steps are one lower (`published_steps`)."""
     for gpu in algo.gpus:
         for tb in gpu.threadblocks:
+            pending: Step | None = None  # the first nop with a wait since the last data step
             for step in tb.steps:
+                path = f"gpu[{gpu.id}].tb[{tb.id}].step[{step.s}]"
+                if step.type == "nop":
+                    if step.depid >= 0:
+                        pending = pending or step
+                    else:
+                        warnings.append(
+                            f"{algo.source}: {path} is a nop without a dependency: the runtime skips it without "
+                            "counting it, so later steps of this thread block are known to others by a number one lower"
+                        )
+                elif pending is not None:
+                    if step.depid < 0:
+                        raise InputError(
+                            algo.source,
+                            f"{path}.depid",
+                            step.depid,
+                            f"follows nop step {pending.s}, which waits: the runtime attaches a nop's wait to the next "
+                            "step and refuses the file unless that step waits too",
+                        )
+                    pending = None
                 if step.depid < 0:
                     continue
-                path = f"gpu[{gpu.id}].tb[{tb.id}].step[{step.s}]"
                 if step.depid >= len(gpu.threadblocks):
                     raise InputError(algo.source, f"{path}.depid", step.depid, f"gpu {gpu.id} has no thread block {step.depid}")
                 if step.depid == tb.id and step.deps >= step.s:
