@@ -69,7 +69,9 @@ class Results:
         return self.doc(name)["figures"]
 
     def names(self) -> list[str]:
-        return sorted(p.stem for p in self.folder.glob("*.json"))
+        """The records of `_results.record` (a benchmark's own data files, such as midsize.py's
+        per-case results, have no ``figures`` and are not READMEs' business)."""
+        return sorted(p.stem for p in self.folder.glob("*.json") if "figures" in self.doc(p.stem))
 
     @property
     def suite(self) -> list[dict]:

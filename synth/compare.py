@@ -122,6 +122,8 @@ class Comparison:
     chosen: str = ""
     explanation: tuple[str, ...] = ()
     selection: Selection | None = field(default=None, repr=False, compare=False)
+    #: what the lower bound left out on this machine and why (e.g. an LP over its size cap)
+    bound_notes: tuple[str, ...] = ()
 
     def rows(self, size_index: int) -> list[Row]:
         """Methods at one size, fastest first (ties: fewer transfers, then the candidate's label)."""
@@ -163,6 +165,7 @@ class Comparison:
                         "binding": self.bounds[i].binding,
                         "algbw": self.bounds[i].algbw,
                         "busbw": self.bounds[i].busbw,
+                        "terms": [{"name": t.name, "time_us": t.time_us} for t in self.bounds[i].bounds],
                     },
                     "methods": [
                         {
@@ -213,6 +216,7 @@ class Comparison:
                 }
                 for c in ranked
             ],
+            "bound_notes": list(self.bound_notes),
             "chosen": self.chosen or None,
             "seconds": {label: round(s, 3) for label, s in self.seconds},
             "skipped": dict(self.skipped_runs),
@@ -331,6 +335,7 @@ def compare(
         chosen=chosen,
         explanation=explanation,
         selection=sel,
+        bound_notes=bm.notes,
     )
 
 

@@ -1026,6 +1026,11 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)
             if crossing_steps is not None:
                 terms.append(crossing_steps)
+        else:
+            notes.append(
+                f"time-expanded and crossing-steps LPs skipped: {r} ranks > {LAYERED_MAX_RANKS} "
+                "(their cost grows with ranks^2 x steps); the closed-form bounds stand"
+            )
 
     terms.append(
         BoundTerm(
