@@ -350,8 +350,6 @@ TIGHTNESS_EXPLAINED = frozenset(
         "dgx1 alltoall 1MiB",
         "dgx1 alltoall 16MiB",
         "dgx1 alltoall 1GiB",
-        "dgx1 broadcast 16MiB",
-        "dgx1 reduce 16MiB",
         "dgx-a100 allreduce 1KiB",
         "dgx-h100 allreduce 1KiB",
         "pcie-2socket broadcast 64KiB",
