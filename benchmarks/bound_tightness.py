@@ -10,10 +10,10 @@ target: 1.3 on every machine of up to 8 ranks).
 
 The schedules are those of `synth compare` without the exact ILP and without a time budget
 (``exact=False, budget=inf``, as the benchmark suite runs it: a time-limited solve would make the
-figures depend on the machine's load), the self-tuning methods tuned for each size; docs/bounds.md gives the cases where an ILP schedule or a
-hand-built one does better. The schedules' times do not depend on the bounds, so ``--save FILE``
-keeps them (JSON) and ``--load FILE`` reuses them: that measures bounds of two versions on the same
-schedules.
+figures depend on the machine's load), the self-tuning methods tuned for each size;
+docs/bounds.md gives the cases where an ILP schedule or a hand-built one does better. The
+schedules' times do not depend on the bounds, so ``--save FILE`` keeps them (JSON) and
+``--load FILE`` reuses them: that measures bounds of two versions on the same schedules.
 
     .venv/bin/python benchmarks/bound_tightness.py [--max-ranks 16] [--save times.json | --load times.json]
 
