@@ -70,7 +70,9 @@ class Results:
         return self.doc(name)["figures"]
 
     def names(self) -> list[str]:
-        return sorted(p.stem for p in self.folder.glob("*.json"))
+        """The records of `_results.record` (a benchmark's own data files, such as midsize.py's
+        per-case results, have no ``figures`` and are not READMEs' business)."""
+        return sorted(p.stem for p in self.folder.glob("*.json") if "figures" in self.doc(p.stem))
 
     @property
     def suite(self) -> list[dict]:
@@ -318,6 +320,71 @@ def _bench_ilp_solvers(r: Results) -> str:
 
 
 #: Every figure, by the name its block carries. Keep them in the order they appear.
+# ============================================================================ bounds (issue 17)
+@derived("bounds_speed")
+def _bounds_speed_64(r: Results) -> str:
+    cases = [c for c in r["bounds_speed"]["cases"].values() if c["ranks"] == 64]
+    low, high = (f(c["model_cpu_s"] for c in cases) * 1e3 for f in (min, max))
+    return f"{low:.0f}–{high:.0f} ms of CPU"
+
+
+@derived("bounds_speed")
+def _bounds_speed_lp(r: Results) -> str:
+    cases = {name: c for name, c in r["bounds_speed"]["cases"].items() if c["ranks"] <= 16}
+    name = max(cases, key=lambda n: (cases[n]["slowest_cpu_s"], n))
+    worst = cases[name]
+    every = [c["all_cpu_s"] for c in cases.values()]
+    return (
+        f"up to {worst['slowest_cpu_s']:.1f} s of CPU for one collective ({name} {worst['slowest_collective']}), "
+        f"{min(every):.1f}–{max(every):.1f} s for all eight at five sizes"
+    )
+
+
+#: the cells over 1.3 on the built-ins of up to 8 ranks that docs/bounds.md ("How tight") explains
+#: case by case: a new one must be explained there before its figures can be written
+TIGHTNESS_EXPLAINED = frozenset(
+    {
+        "dgx1 allreduce 1KiB",
+        "dgx1 gather 1MiB",
+        "dgx1 scatter 1MiB",
+        "dgx1 alltoall 64KiB",
+        "dgx1 alltoall 1MiB",
+        "dgx1 alltoall 16MiB",
+        "dgx1 alltoall 1GiB",
+        "dgx-a100 allreduce 1KiB",
+        "dgx-h100 allreduce 1KiB",
+        "pcie-2socket broadcast 64KiB",
+        "pcie-2socket reduce 64KiB",
+        "pcie-2socket broadcast 1MiB",
+        "pcie-2socket reduce 1MiB",
+        "pcie-2socket allreduce 64KiB",
+    }
+)
+
+
+@derived("bound_tightness")
+def _bound_tightness_target(r: Results) -> str:
+    t = r["bound_tightness"]
+    over = t["builtins_up_to_8_over_target"]
+    unexplained = sorted(set(over) - TIGHTNESS_EXPLAINED)
+    if unexplained:
+        raise LookupError(f"cells over {t['target']} that docs/bounds.md does not explain: {', '.join(unexplained)}")
+    worst = max(over, key=lambda k: (over[k]["ratio"], k)) if over else None
+    text = f"{len(over)} of the {t['builtins_up_to_8_cells']} cells over {t['target']}"
+    return text + (f" (the worst: {worst}, {over[worst]['ratio']:.2f})" if worst else "")
+
+
+def _tight(machine: str, *cells: str) -> Figure:
+    """The best / bound ratios of some cells of one machine ("1.94" or "1.34–1.55")."""
+
+    def render(r: Results) -> str:
+        ratios = [r["bound_tightness"]["machines"][machine]["cells"][c]["ratio"] for c in cells]
+        low, high = min(ratios), max(ratios)
+        return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}–{high:.2f}"
+
+    return Figure(("bound_tightness",), render)
+
+
 FIGURES: dict[str, Figure] = {
     # README.md
     "compare-fattree": _compare_prose,
@@ -334,7 +401,21 @@ FIGURES: dict[str, Figure] = {
     "exec-vs-mpi": _exec_vs_mpi,
     "run-load": fig("readme-run", "{load:.0f}"),
     "curves-dgx1": _curves_prose,
+    # docs/bounds.md
+    "tight-a100-allreduce": _tight("dgx-a100", "allreduce 1KiB"),
+    "tight-h100-allreduce": _tight("dgx-h100", "allreduce 1KiB"),
+    "tight-dgx1-allreduce": _tight("dgx1", "allreduce 1KiB"),
+    "tight-dgx1-gather": _tight("dgx1", "gather 1MiB", "scatter 1MiB"),
+    "tight-pcie-broadcast": _tight("pcie-2socket", "broadcast 64KiB", "broadcast 1MiB", "reduce 64KiB", "reduce 1MiB"),
+    "tight-dgx1-alltoall": _tight("dgx1", "alltoall 64KiB", "alltoall 1MiB", "alltoall 16MiB", "alltoall 1GiB"),
+    "tight-dgx1-broadcast": _tight("dgx1", "broadcast 16MiB", "reduce 16MiB"),
+    "tight-pcie-allreduce": _tight("pcie-2socket", "allreduce 64KiB"),
+    "tight-random1-gather": _tight("random1", "gather 1GiB"),
+    "tight-random3-gather": _tight("random3", "gather 1GiB"),
     # benchmarks/README.md
+    "bounds-speed-64": _bounds_speed_64,
+    "bounds-speed-lp": _bounds_speed_lp,
+    "bound-tightness-target": _bound_tightness_target,
     "bench-ilp-pareto": _bench_ilp_pareto,
     "bench-ilp-pareto-time": fig("ilp", "{pareto[cpu_s]:.2f} s for the whole walk ({pareto[solves]} solves)"),
     "bench-ilp-alltoall": fig(

@@ -35,6 +35,8 @@ from synth.topology import Topology
 from synth.units import format_size
 
 DEFAULT_SIZES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)
+#: the bound model of each simulator model
+BOUND_MODELS = {"sync": "step", "event": "event", "one-port": "one-port"}
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,8 @@ class Comparison:
     chosen: str = ""
     explanation: tuple[str, ...] = ()
     selection: Selection | None = field(default=None, repr=False, compare=False)
+    #: what the lower bound left out on this machine and why (e.g. an LP over its size cap)
+    bound_notes: tuple[str, ...] = ()
 
     def rows(self, size_index: int) -> list[Row]:
         """Methods at one size, fastest first (ties: fewer transfers, then the candidate's label)."""
@@ -161,6 +165,7 @@ class Comparison:
                         "binding": self.bounds[i].binding,
                         "algbw": self.bounds[i].algbw,
                         "busbw": self.bounds[i].busbw,
+                        "terms": [{"name": t.name, "time_us": t.time_us} for t in self.bounds[i].bounds],
                     },
                     "methods": [
                         {
@@ -211,6 +216,7 @@ class Comparison:
                 }
                 for c in ranked
             ],
+            "bound_notes": list(self.bound_notes),
             "chosen": self.chosen or None,
             "seconds": {label: round(s, 3) for label, s in self.seconds},
             "skipped": dict(self.skipped_runs),
@@ -240,13 +246,14 @@ def compare(
 
     ``methods`` defaults to `default_methods`; a method that is unknown or cannot serve the case is
     listed with its reason. ``model`` is the simulator model ("sync", docs/formats.md,
-    'Step-synchronous cost', or "event"). ``budget`` and ``exact`` are `synth.selection.select`'s
+    'Step-synchronous cost', "event", or "one-port", the textbook model with each message's α and β
+    from its path); the bound is that model's (`BOUND_MODELS`). ``budget`` and ``exact`` are `synth.selection.select`'s
     (``exact`` False leaves the exact solver out, saying so). ``progress(done, total, label)`` is
     called after each candidate run."""
     kind = Kind(kind)
     sizes = tuple(int(s) for s in sizes)
     names = list(dict.fromkeys(methods)) if methods is not None else default_methods(kind)
-    bm = bound_model(topology, kind, root, model="event" if model == "event" else "step")
+    bm = bound_model(topology, kind, root, model=BOUND_MODELS[model])
     bounds = tuple(bm.at(s) for s in sizes)
     early: dict[str, str] = {}
     chosen_methods = []
@@ -328,6 +335,7 @@ def compare(
         chosen=chosen,
         explanation=explanation,
         selection=sel,
+        bound_notes=bm.notes,
     )
 
 

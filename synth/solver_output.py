@@ -102,11 +102,17 @@ def native_stdout_to_stderr() -> Iterator[None]:
 
 def new_highs() -> Any:
     """A ``highspy.Highs`` that prints nothing: its construction banner is discarded and its
-    output options are off. Raises ImportError when highspy is not installed."""
+    output options are off. Raises ImportError when highspy is not installed.
+
+    It runs on one thread, whoever asks: HiGHS sizes its process-wide task scheduler at the first
+    solve, and a later solve asking another thread count fails (status "error"), so a bound LP
+    solved with the default count would break every single-threaded solve after it (and the other
+    way round). One thread also keeps the solves deterministic."""
     import highspy
 
     with _descriptor_1_to(os.devnull):
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("log_to_console", False)
+        h.setOptionValue("threads", 1)
     return h

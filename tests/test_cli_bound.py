@@ -1,6 +1,7 @@
 """``synth bound``: table and JSON output, the binding bound, and one-line errors."""
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -25,10 +26,13 @@ def test_table_marks_the_binding_bound_per_size():
     assert result.exit_code == 0, result.output
     out = result.output
     assert out.startswith("dgx-a100x2: allgather on 16 ranks, step-synchronous cost model")
-    assert "size 1KiB: at least 4.300 us" in out and "(binding: latency)" in out
-    assert "size 1GiB:" in out and "(binding: ingress)" in out
-    assert "  * latency" in out and "  * ingress" in out
-    assert "346.51" in out  # ForestColl's 346.67, less 2 steps x 0.7 us at 1 GiB
+    # 3.6 us to cross into a box (GPU, NIC, rail, NIC, GPU), 0.7 us for one more step, and 512 B over
+    # 8 NICs (cut-latency: 4.303 us); the crossing-steps LP charges the bytes inside the box too
+    assert "size 1KiB: at least 4.304 us" in out and "(binding: crossing-steps)" in out
+    assert re.search(r"\n    cut-latency +4\.303 ", out)
+    assert "size 1GiB:" in out and "(binding: time-expanded)" in out
+    assert "  * crossing-steps" in out and "  * time-expanded" in out
+    assert "346.51" in out  # ForestColl's 346.67, less 2 steps x 0.7 us at 1 GiB (the ingress row)
 
 
 def test_json_output(tmp_path):
@@ -39,9 +43,14 @@ def test_json_output(tmp_path):
     doc = json.loads(result.output)
     assert doc["format"] == "synth-bounds" and doc["collective"] == {"name": "broadcast", "root": 2, "num_ranks": 4}
     (entry,) = doc["sizes"]
-    assert entry["size"] == 1_000_000 and entry["time_us"] == pytest.approx(1e6 / 20e3 + 2)
-    assert {b["name"] for b in entry["bounds"]} == {"ingress", "egress", "flow", "latency"}
-    assert {t["name"] for t in doc["terms"]} == {"ingress", "egress", "flow", "latency"}
+    # two pipelines of 9..10 steps (one each way round the ring): >= 9 x 1 us + 10/9 x size / 20 GB/s
+    assert entry["size"] == 1_000_000 and entry["time_us"] == pytest.approx(9 + 10 / 9 * 1e6 / 20e3)
+    assert entry["binding"] == "time-expanded"
+    names = ["ingress", "egress", "flow", "time-expanded", "latency"]
+    assert [b["name"] for b in entry["bounds"]] == names
+    assert [t["name"] for t in doc["terms"]] == names
+    (steps,) = [t for t in doc["terms"] if t["name"] == "time-expanded"]
+    assert steps["lines"][0] == {"latency_us": 2.0, "us_per_byte": pytest.approx(2 / 20e3), "note": steps["lines"][0]["note"]}
 
 
 def test_event_model_and_lp_note():

@@ -160,3 +160,25 @@ def test_the_ilp_is_listed_as_skipped_on_large_machines(builtin):
     # left out on request (the report and the suite: a time-limited solve is not reproducible)
     small = compare(builtin("dgx1"), "broadcast", [1 << 10], methods=["ring", "ilp"], exact=False)
     assert "left out here" in dict(small.skipped_runs)["ilp"]
+
+
+def test_the_bound_terms_are_shown_by_name(builtin):
+    """The "lower bound" line is the largest of several bounds: compare names each with its time,
+    largest first, the binding one starred (docs/bounds.md); --json has them per size. On a machine
+    over the LPs' rank cap, the bound says what it left out."""
+    c = compare(builtin("dgx-a100"), "broadcast", [1 << 10, 1 << 20], methods=["binomial"])
+    table = render(c)
+    for i, report in enumerate(c.bounds):
+        names = {b.name: b.time_us for b in report.bounds}
+        assert "time-expanded" in names and "ingress" in names and "latency" in names
+        assert report.time_us == max(names.values())
+        listed = c.to_dict()["sizes"][i]["bound"]["terms"]
+        assert {t["name"]: t["time_us"] for t in listed} == names
+    # at 1 MiB the time-expanded LP binds: scatter + allgather (two steps) beats one step
+    assert c.bounds[1].binding == "time-expanded"
+    line = next(x for x in table.splitlines() if "terms (us):" in x and "time-expanded*" in x)
+    assert line.index("time-expanded*") < line.index("ingress") < line.index("latency")
+    big = compare(builtin("dgx-a100x4"), "allgather", [1 << 20], methods=["ring"])
+    assert any("time-expanded and crossing-steps LPs skipped: 32 ranks > 16" in n for n in big.bound_notes)
+    assert "  lower bound: time-expanded and crossing-steps LPs skipped" in render(big)
+    assert big.to_dict()["bound_notes"] == list(big.bound_notes)

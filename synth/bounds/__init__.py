@@ -5,9 +5,10 @@
 the binding (largest) one; `lower_bounds(topology, kind, size, root=None)` does both.
 
 Modules: `maxflow` (Dinic), `cuts` (per-rank effective ingress, the exact allgather cut bound,
-pairwise minimum cuts), `latency` (α-distances, hop counts), `alltoall` (cut family and the
-multicommodity-flow LP), `model` (which bound applies to which collective). docs/bounds.md gives
-the formulas and proofs.
+pairwise minimum cuts), `latency` (α-distances, hop counts, the α of a transfer through a link),
+`alltoall` (cut family and the multicommodity-flow LP), `layered` (the time-expanded LP over the
+steps), `lp` (a sparse LP solved with HiGHS and certified from its duals), `model` (which bound
+applies to which collective). docs/bounds.md gives the formulas and proofs.
 """
 
 from synth.bounds.model import (
@@ -16,6 +17,8 @@ from synth.bounds.model import (
     BoundModel,
     BoundReport,
     BoundTerm,
+    LazyLines,
+    Line,
     NamedBound,
     bound_model,
     describe_nodes,
@@ -28,6 +31,8 @@ __all__ = [
     "BoundModel",
     "BoundReport",
     "BoundTerm",
+    "LazyLines",
+    "Line",
     "NamedBound",
     "bound_model",
     "describe_nodes",

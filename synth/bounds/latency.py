@@ -30,6 +30,9 @@ class LatencyFacts:
     alpha: np.ndarray  # [R, R] µs, 0 on the diagonal
     hops: np.ndarray  # [R, R] transfers (int), 0 on the diagonal; -1 never occurs (ranks reach each other)
     min_transfer_alpha: float
+    #: [R, R] µs: the smallest α of one transfer from a to b (a switch-only path); inf where no
+    #: switch-only path exists and on the diagonal
+    direct: np.ndarray
 
 
 def _dijkstra(topology: Topology, source: int, through_ranks: bool) -> list[float]:
@@ -110,6 +113,49 @@ def latency_facts(topology: Topology) -> LatencyFacts:
     min_alpha = float(direct.min()) if r > 1 else 0.0
     hops = hop_distances(np.isfinite(direct))
     alpha = np.ascontiguousarray(alpha)
-    alpha.setflags(write=False)
-    hops.setflags(write=False)
-    return LatencyFacts(alpha, hops, min_alpha)
+    direct = np.ascontiguousarray(direct)
+    for array in (alpha, hops, direct):
+        array.setflags(write=False)
+    return LatencyFacts(alpha, hops, min_alpha, direct)
+
+
+def through_alpha(topology: Topology) -> np.ndarray:
+    """For every directed link ℓ = x → y, the smallest α of a single transfer whose path crosses
+    it: a switch-only path from a rank a to x (empty when x is a rank: then a = x), ℓ, and a
+    switch-only path from y to a rank b ≠ a (empty when y is a rank: then b = y). A transfer that
+    crosses a set of links lasts at least the smallest of their values (on top of its bytes)."""
+    r = topology.num_ranks
+    to_node = _two_nearest(topology, reverse=False)  # per node: the 2 nearest ranks a (α(a → x), a)
+    from_node = _two_nearest(topology, reverse=True)  # per node: the 2 nearest ranks b (α(x → b), b)
+    out = np.full(len(topology.links), INF)
+    for i, link in enumerate(topology.links):
+        heads = [(0.0, link.src)] if link.src < r else to_node[link.src]
+        tails = [(0.0, link.dst)] if link.dst < r else from_node[link.dst]
+        out[i] = min((h + link.latency + t for h, a in heads for t, b in tails if a != b), default=INF)
+    out.setflags(write=False)
+    return out
+
+
+def _two_nearest(topology: Topology, reverse: bool) -> list[list[tuple[float, int]]]:
+    """For every node, the (α, rank) of the two nearest distinct ranks that reach it through
+    switches only (with ``reverse``: that it reaches). Ranks are only end points."""
+    n, r = topology.num_nodes, topology.num_ranks
+    found: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+    heap = [(0.0, v, v) for v in range(r)]
+    heapq.heapify(heap)
+    links = topology.links
+    adjacency = topology.in_links if reverse else topology.out_links
+    while heap:
+        d, u, origin = heapq.heappop(heap)
+        labels = found[u]
+        if len(labels) >= 2 or any(o == origin for _, o in labels):
+            continue
+        labels.append((d, origin))
+        if u < r and u != origin:
+            continue  # a rank reached through the network ends a transfer
+        for i in adjacency[u]:
+            link = links[i]
+            v = link.src if reverse else link.dst
+            if len(found[v]) < 2:
+                heapq.heappush(heap, (d + link.latency, v, origin))
+    return found

@@ -17,19 +17,24 @@ Two cost models:
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from synth.bounds import alltoall as a2a
-from synth.bounds.cuts import Cut, PairCut, RatioCut, max_ratio_cut, min_pair_cut, rank_ingress_cuts
-from synth.bounds.latency import LatencyFacts, latency_facts
+from synth.bounds import layered, oneport
+from synth.bounds.cuts import Cut, PairCut, RatioCut, max_ratio_cut, min_cut_between, min_pair_cut, rank_ingress_cuts
+from synth.bounds.latency import LatencyFacts, latency_facts, through_alpha
 from synth.collective import Collective, Kind, parse_kind
 from synth.topology import Topology
 from synth.units import bandwidth_gbps
 
-MODELS = ("step", "event")
+MODELS = ("step", "event", "one-port")
 
 #: Bytes per µs in one GB/s.
 _BYTES_PER_US = 1e3
@@ -38,19 +43,84 @@ _BYTES_PER_US = 1e3
 #: fat-tree (about 100k variables) is left to the cut bounds.
 LP_MAX_VARIABLES = 30_000
 
+#: The time-expanded LP bound (synth/bounds/layered.py) is built for machines of at most this many
+#: ranks, for step counts from the fewest possible up to that many plus `LAYERED_EXTRA_STEPS`, and
+#: only while one LP has at most `LAYERED_MAX_VARIABLES` columns.
+LAYERED_MAX_RANKS = 16
+#: step counts solved, as offsets from the fewest possible
+LAYERED_STEPS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 13, 16)
+LAYERED_MAX_VARIABLES = 12_000
+LAYERED_BUDGET = 40_000
+LAYERED_CLOSE = 0.02
+#: the crossing-steps bound is built for a cut whose crossing α is at least this many × α_min
+CROSSING_MIN_RATIO = 1.5
+
 
 # ============================================================================ results
 @dataclass(frozen=True)
+class Line:
+    """One line ``latency_us + us_per_byte × size`` of a piecewise bound, with what it stands for
+    (e.g. "3 steps")."""
+
+    latency_us: float
+    us_per_byte: float
+    note: str
+
+    def time_us(self, size: float) -> float:
+        return self.us_per_byte * size + self.latency_us
+
+
+class LazyLines:
+    """Lines computed on first use: the time-expanded LPs are solved only when a size is
+    evaluated (the ILP and tree packing ask a model only for its linear terms)."""
+
+    def __init__(self, compute: Callable[[], tuple[Line, ...]]):
+        self._compute: Callable[[], tuple[Line, ...]] | None = compute
+        self._lines: tuple[Line, ...] = ()
+
+    def get(self) -> tuple[Line, ...]:
+        if self._compute is not None:
+            self._lines = tuple(self._compute())
+            self._compute = None
+        return self._lines
+
+
+@dataclass(frozen=True)
 class BoundTerm:
-    """One lower bound: ``time_us(size) = us_per_byte × size + latency_us``."""
+    """One lower bound. Linear: ``time_us(size) = us_per_byte × size + latency_us``. With
+    ``lines``, a piecewise-linear bound: the ``combine`` ("min" or "max") of its lines, never
+    below the linear form (which is then the bound's form for very small and very large sizes)."""
 
     name: str
     us_per_byte: float
     latency_us: float
     explanation: str
+    lines: tuple[Line, ...] | LazyLines | None = field(default=None, compare=False)
+    combine: str = "min"
+
+    def line_list(self) -> tuple[Line, ...]:
+        if self.lines is None:
+            return ()
+        return self.lines.get() if isinstance(self.lines, LazyLines) else self.lines
+
+    def _line_at(self, size: float) -> Line | None:
+        lines = self.line_list()
+        if not lines:
+            return None
+        pick = min if self.combine == "min" else max
+        return pick(lines, key=lambda line: (line.time_us(size), line.latency_us))
 
     def time_us(self, size: float) -> float:
-        return self.us_per_byte * size + self.latency_us
+        linear = self.us_per_byte * size + self.latency_us
+        line = self._line_at(size)
+        return linear if line is None else max(linear, line.time_us(size))
+
+    def explain(self, size: float) -> str:
+        """The explanation, with the line that gives the bound at ``size``."""
+        line = self._line_at(size)
+        if line is None or line.time_us(size) < self.us_per_byte * size + self.latency_us:
+            return self.explanation
+        return f"{self.explanation}; here: {line.note}"
 
 
 @dataclass(frozen=True)
@@ -163,7 +233,7 @@ class BoundModel:
         for t in self.terms:
             time = t.time_us(size)
             algbw = bandwidth_gbps(size, time)
-            evaluated.append(NamedBound(t.name, time, t.explanation, algbw, algbw * self.busbw_factor))
+            evaluated.append(NamedBound(t.name, time, t.explain(size), algbw, algbw * self.busbw_factor))
         binding = _binding(evaluated)
         if binding is None:
             time, name, algbw = 0.0, "none", math.inf
@@ -251,6 +321,46 @@ class _Analysis:
     def alltoall_lp(self, solver: str) -> a2a.FlowLP | None:
         return self._get(("a2a-lp", solver), lambda: a2a.alltoall_flow_lp(self.topology, solver))
 
+    def through_alpha(self) -> np.ndarray:
+        return self._get("thru", lambda: through_alpha(self.topology))
+
+    def layout(self) -> layered.Layout:
+        facts = self.latency()
+        return self._get("layout", lambda: layered.layout(self.topology, facts.direct, facts.hops))
+
+    def partitions(self) -> list[tuple[tuple[int, ...], str]]:
+        return self._get("partitions", lambda: rank_partitions(self.topology))
+
+    def part_regions(self) -> list[tuple[frozenset[int], Cut, Cut]]:
+        """Every part of every partition: its ranks, and the smallest node sets that hold them and
+        no other rank, for data entering (on the topology) and leaving (on the reversed one)."""
+
+        def compute():
+            r = self.topology.num_ranks
+            out, seen = [], set()
+            for part, _ in self.partitions():
+                for q in sorted(set(part)):
+                    ranks = frozenset(v for v in range(r) if part[v] == q)
+                    if ranks in seen:
+                        continue
+                    seen.add(ranks)
+                    others = [v for v in range(r) if v not in ranks]
+                    into = min_cut_between(self.topology, others, sorted(ranks))
+                    out_of = min_cut_between(self.topology.reversed(), others, sorted(ranks))
+                    out.append((ranks, into, out_of))
+            return out
+
+        return self._get("part-regions", compute)
+
+    def contracted(self) -> Contracted | None:
+        return self._get("contracted", lambda: contracted_volume(self.topology, self.partitions(), self.through_alpha()))
+
+    def layered(self, key: tuple, spec: layered.FlowSpec, steps: int, **kw) -> layered.LayeredBound | None:
+        return self._get(
+            ("layered", key, steps),
+            lambda: layered.layered_bound(self.topology, spec, self.layout(), steps, {"solver": "ipm"}, **kw),
+        )
+
 
 def _analysis(topology: Topology) -> _Analysis:
     cached = topology.__dict__.get("_bounds_analysis")
@@ -328,12 +438,15 @@ def _needs(c: Collective) -> _Need:
 
 
 def _per_rank(topology: Topology, needs: list[Fraction], cuts: list[Cut], verb: str, prep: str):
-    """max over ranks of need / effective bandwidth, as (us_per_byte, explanation) or None."""
+    """max over ranks of need / effective bandwidth, as (us_per_byte, explanation) or None; and
+    every rank's (us_per_byte, cut) for the cut-latency bound."""
     best = None
+    every = []
     for v, (need, cut) in enumerate(zip(needs, cuts)):
         if need == 0:
             continue
         value = float(need) / (cut.bandwidth * _BYTES_PER_US)
+        every.append((value, cut, f"rank {topology.node_name(v)}"))
         if best is None or value > best[0] * (1 + 1e-12):
             best = (value, v, need, cut)
     if best is None:
@@ -342,7 +455,35 @@ def _per_rank(topology: Topology, needs: list[Fraction], cuts: list[Cut], verb: 
     own = topology.rank_ingress(v) if prep == "reach" else topology.rank_egress(v)
     where = "" if math.isclose(cut.bandwidth, own, rel_tol=1e-12) else f" (of its {_gbps(own)} links)"
     text = f"rank {topology.node_name(v)} must {verb} {_frac(need)}; at most {_gbps(cut.bandwidth)}{where} can {prep} it"
-    return value, text
+    return value, text, every
+
+
+def _crossing_need(c: Collective, inside: frozenset[int], direction: str) -> Fraction:
+    """The fraction of size that must enter (``"in"``) or leave (``"out"``) any node set holding
+    exactly the ranks ``inside`` (each byte counted once; docs/bounds.md)."""
+    r, root, kind = c.num_ranks, c.root, c.kind
+    k = len(inside)
+    if k == 0 or k == r:
+        return Fraction(0)
+    outside = Fraction(r - k, r)
+    into = direction == "in"
+    if kind is Kind.ALLGATHER:
+        return outside if into else Fraction(k, r)
+    if kind is Kind.REDUCE_SCATTER:
+        return Fraction(k, r) if into else outside
+    if kind is Kind.GATHER:
+        return (outside if root in inside else Fraction(0)) if into else (Fraction(0) if root in inside else Fraction(k, r))
+    if kind is Kind.SCATTER:
+        return (Fraction(0) if root in inside else Fraction(k, r)) if into else (outside if root in inside else Fraction(0))
+    if kind is Kind.BROADCAST:
+        return Fraction(0 if root in inside else 1) if into else Fraction(1 if root in inside else 0)
+    if kind is Kind.REDUCE:
+        return Fraction(1 if root in inside else 0) if into else Fraction(0 if root in inside else 1)
+    if kind is Kind.ALLREDUCE:
+        return Fraction(1)
+    if kind is Kind.ALLTOALL:
+        return Fraction(k * (r - k), r)
+    raise ValueError(kind)
 
 
 def _sources_and_sinks(c: Collective) -> tuple[list[int], list[int]]:
@@ -355,6 +496,266 @@ def _sources_and_sinks(c: Collective) -> tuple[list[int], list[int]]:
     return every, every if r > 1 else []
 
 
+# ============================================================================ combined bounds
+def _crossing_alpha(topology: Topology, thru: np.ndarray, nodes: frozenset[int], direction: str) -> float:
+    """The smallest α of a transfer whose path enters (``"in"``) or leaves (``"out"``) ``nodes``."""
+    best = math.inf
+    for i, link in enumerate(topology.links):
+        inside_src, inside_dst = link.src in nodes, link.dst in nodes
+        if (direction == "in" and inside_dst and not inside_src) or (direction == "out" and inside_src and not inside_dst):
+            best = min(best, float(thru[i]))
+    return best
+
+
+def _cut_mask(topology: Topology, nodes: frozenset[int], direction: str) -> np.ndarray:
+    """The links that enter (``"in"``) or leave (``"out"``) ``nodes``, as a mask."""
+    src = np.array([link.src in nodes for link in topology.links])
+    dst = np.array([link.dst in nodes for link in topology.links])
+    return (dst & ~src) if direction == "in" else (src & ~dst)
+
+
+def _cut_latency_term(crossings: list, steps: int, alpha_min: float) -> BoundTerm | None:
+    """For each "D over C" bound whose crossing transfers all last at least α_S > α_min: at least
+    one step crosses, and it lasts α_S on top of its share of D/C, so time ≥ α_S + (H − 1)·α_min +
+    D/C (docs/bounds.md). The largest of these lines."""
+    lines = []
+    for us_per_byte, alpha, what, _ in crossings:
+        if not math.isfinite(alpha) or alpha <= alpha_min * (1 + 1e-12) + 1e-15:
+            continue
+        latency = alpha + (steps - 1) * alpha_min
+        rest = f" + {steps - 1} more step{'s' if steps > 2 else ''} x {alpha_min:g} us" if steps > 1 else ""
+        note = f"a step that crosses {what} lasts >= {alpha:g} us{rest}, + {us_per_byte * 1e6:.6g} us per MB of size"
+        lines.append(Line(latency, us_per_byte, note))
+    if not lines:
+        return None
+    lines.sort(key=lambda line: (line.us_per_byte, line.latency_us))
+    # keep the lines that are the largest at some size (upper envelope)
+    envelope: list[Line] = []
+    for line in lines:
+        while envelope and envelope[-1].latency_us <= line.latency_us:
+            envelope.pop()
+        envelope.append(line)
+    first = max(envelope, key=lambda line: (line.us_per_byte, line.latency_us))
+    return BoundTerm(
+        "cut-latency",
+        first.us_per_byte,
+        first.latency_us,
+        "a cut whose crossing transfers have a larger alpha: a step that crosses it pays that alpha on top of its bytes",
+        tuple(envelope),
+        "max",
+    )
+
+
+def _time_expanded_term(
+    topology: Topology, c: Collective, an: _Analysis, steps: int, alpha_min: float, bandwidth: float
+) -> BoundTerm:
+    """The time-expanded LP bound (synth/bounds/layered.py), computed lazily. β_T, the LP bound on
+    the bandwidth part of any T-step schedule, never grows with T (a T-step solution is a
+    (T+1)-step one with an idle last layer), so solving it for some step counts T_1 < T_2 < ...
+    gives, for the schedules of T_(i−1) < T ≤ T_i steps, the line
+    (T_(i−1) + 1)·α_min + max(β_(T_i), bandwidth)·size; and for more steps than the last solved,
+    (T_last + 1)·α_min + bandwidth·size. The step counts solved are the fewest possible and then
+    `LAYERED_STEPS` more, until β_T is within `LAYERED_CLOSE` of the bandwidth bound (larger T
+    could then gain no more than that fraction of the bandwidth part) or an LP would exceed
+    `LAYERED_MAX_VARIABLES` columns or the total `LAYERED_BUDGET`."""
+    key = (c.kind, c.root)
+
+    def compute() -> tuple[Line, ...]:
+        spec = layered.flow_spec(c, [part for part, _ in an.partitions()])
+        lay = an.layout()
+        first = max(steps, layered.steps_needed(spec, lay.hops))
+        lines: list[Line] = []
+        covered = first - 1  # every step count up to here has its line
+        spent = 0
+        close = False
+        for extra in LAYERED_STEPS:
+            t = first + extra
+            size = layered.lp_variables(spec, lay, c.num_ranks, t)
+            if size > LAYERED_MAX_VARIABLES or spent + size > LAYERED_BUDGET:
+                break
+            spent += size
+            result = an.layered(key, spec, t)
+            if result is None:
+                break
+            low = covered + 1
+            covered = t
+            if not math.isfinite(result.us_per_byte):
+                continue  # no schedule of so few steps exists
+            beta = max(result.us_per_byte, bandwidth)
+            counts = f"{t}" if low == t else f"{low}..{t}"
+            lines.append(
+                Line(
+                    low * alpha_min,
+                    beta,
+                    f"{counts} step{'s' if t > 1 else ''}: >= {low} x {alpha_min:g} us + {beta * 1e6:.6g} us per MB",
+                )
+            )
+            if result.us_per_byte <= bandwidth * (1 + 1e-9):
+                return tuple(lines)  # the LP met the bandwidth bound: more steps cannot help
+            if result.us_per_byte <= bandwidth * (1 + LAYERED_CLOSE):
+                close = True
+                break
+        more = covered + 1
+        text = "the bandwidth bound" if not close else f"the bandwidth bound (the LP was within {LAYERED_CLOSE:.0%} of it)"
+        lines.append(Line(more * alpha_min, bandwidth, f"{more} or more steps: >= {more} x {alpha_min:g} us + {text}"))
+        return tuple(lines)
+
+    return BoundTerm(
+        "time-expanded",
+        bandwidth,
+        steps * alpha_min,
+        "a schedule of T steps pays T x the smallest alpha plus the bandwidth a T-layer LP needs; the best T",
+        LazyLines(compute),
+        "min",
+    )
+
+
+def _crossing_steps_term(
+    topology: Topology, c: Collective, an: _Analysis, steps: int, alpha_min: float, crossings: list
+) -> BoundTerm | None:
+    """The time-expanded LP with two kinds of steps (docs/bounds.md, "crossing steps"), for the
+    cut whose crossing transfers have the largest α (at least `CROSSING_MIN_RATIO` × α_min): for
+    T = H .. H + 2 steps and every choice of one or two crossing steps, the line
+    k·α_S + (T − k)·α_min + β_(T, z)·size; with three or more crossing steps, or more than H + 2
+    steps, closed-form lines. Computed lazily; the LPs only while they fit `LAYERED_BUDGET`."""
+    usable = [x for x in crossings if x[3] is not None and math.isfinite(x[1]) and x[1] >= CROSSING_MIN_RATIO * alpha_min]
+    if not usable or (alpha_min <= 0 and not usable):
+        return None
+    slope, alpha_s, what, mask = max(usable, key=lambda x: (x[1], x[0]))
+    key = (c.kind, c.root, "crossing", what)
+
+    def compute() -> tuple[Line, ...]:
+        spec = layered.flow_spec(c, [part for part, _ in an.partitions()])
+        lay = an.layout()
+        first = max(steps, layered.steps_needed(spec, lay.hops))
+        lines: list[Line] = []
+        spent = 0
+        last = first + 2
+        for t in range(first, first + 3):
+            patterns = [frozenset({j}) for j in range(t)] + [frozenset(p) for p in itertools.combinations(range(t), 2)]
+            size = layered.lp_variables(spec, lay, c.num_ranks, t)
+            if size > LAYERED_MAX_VARIABLES or spent + size * len(patterns) > LAYERED_BUDGET:
+                last = t - 1
+                break
+            spent += size * len(patterns)
+            for z in patterns:
+                result = an.layered((*key, tuple(sorted(z))), spec, t, cut=mask, crossing=z)
+                if result is None:
+                    return ()  # no answer from the solver: leave the term out
+                if not math.isfinite(result.us_per_byte):
+                    continue
+                k = len(z)
+                where = ", ".join(str(j + 1) for j in sorted(z))
+                lines.append(
+                    Line(
+                        k * alpha_s + (t - k) * alpha_min,
+                        max(result.us_per_byte, 0.0),
+                        f"{t} steps, crossing in step {where}: >= {k} x {alpha_s:g} + {t - k} x {alpha_min:g} us "
+                        f"+ {result.us_per_byte * 1e6:.6g} us per MB",
+                    )
+                )
+            if t >= 3:
+                lines.append(Line(3 * alpha_s + (t - 3) * alpha_min, slope, f"{t} steps, 3 or more crossing"))
+        if last < first:
+            return ()
+        more = last + 1
+        lines.append(
+            Line(alpha_s + (more - 1) * alpha_min, slope, f"{more} or more steps: >= {alpha_s:g} + {more - 1} x {alpha_min:g} us")
+        )
+        return tuple(lines)
+
+    return BoundTerm(
+        "crossing-steps",
+        slope,
+        alpha_s + (steps - 1) * alpha_min,
+        f"steps that cross {what} last >= {alpha_s:g} us plus their bytes over it, the others {alpha_min:g} us "
+        "plus theirs; LPs over which steps cross",
+        LazyLines(compute),
+        "min",
+    )
+
+
+@dataclass(frozen=True)
+class Contracted:
+    """The allreduce volume bound of a partition of the ranks (docs/bounds.md)."""
+
+    us_per_byte: float
+    explanation: str
+    regions: tuple[Cut, ...]
+    direction: str
+    what: str
+
+
+def rank_partitions(topology: Topology) -> list[tuple[tuple[int, ...], str]]:
+    """Partitions of the ranks into 2 ≤ p < R parts, as (part of each rank, name): the hosts,
+    and, for each link bandwidth b, the groups that links faster than b hold together (switches
+    included): sockets behind a slow interconnect, boxes behind their NICs."""
+    r = topology.num_ranks
+    found: list[tuple[tuple[int, ...], str]] = []
+    seen: set[tuple[int, ...]] = set()
+
+    def add(labels: list, name: str) -> None:
+        order: dict = {}
+        part = tuple(order.setdefault(label, len(order)) for label in labels)
+        if 1 < len(order) < r and part not in seen:
+            seen.add(part)
+            found.append((part, name))
+
+    hosts = topology.hosts
+    if all(h is not None for h in hosts):
+        add(list(hosts), "hosts")
+    for b in sorted({link.bandwidth for link in topology.links}):
+        parent = list(range(topology.num_nodes))
+        for link in topology.links:
+            if link.bandwidth > b:
+                parent[_find(parent, link.src)] = _find(parent, link.dst)
+        add([_find(parent, v) for v in range(r)], f"groups joined by links faster than {b:g} GB/s")
+    return found
+
+
+def _find(parent: list[int], x: int) -> int:
+    """Union-find root, halving the path."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+def contracted_volume(topology: Topology, partitions, thru: np.ndarray) -> Contracted | None:
+    """The best partition volume bound of allreduce: with p parts, every byte needs at least
+    2(p − 1) transfers between parts, and each enters (and leaves) the region of its receiving
+    (sending) part: the smallest node set holding the part's ranks and no other rank."""
+    r = topology.num_ranks
+    best: Contracted | None = None
+    for part, name in partitions:
+        p = len(set(part))
+        groups = [[v for v in range(r) if part[v] == q] for q in range(p)]
+        for direction in ("in", "out"):
+            topo = topology if direction == "in" else topology.reversed()
+            regions = []
+            for group in groups:
+                others = [v for v in range(r) if part[v] != part[group[0]]]
+                regions.append(min_cut_between(topo, others, group))
+            total = sum(cut.bandwidth for cut in regions)
+            if total <= 0:
+                continue
+            value = 2 * (p - 1) / (total * _BYTES_PER_US)
+            if best is None or value > best.us_per_byte * (1 + 1e-12):
+                verb = "receive" if direction == "in" else "send"
+                explanation = (
+                    f"every byte needs >= {2 * (p - 1)} transfers between the {p} parts, 2(p-1) ({name}: "
+                    f"{_describe_parts(topology, groups)}); all parts together can {verb} {_gbps(total)}"
+                )
+                what = "between parts"
+                best = Contracted(value, explanation, tuple(regions), direction, what)
+    return best
+
+
+def _describe_parts(topology: Topology, groups: list[list[int]]) -> str:
+    shown = " | ".join(",".join(topology.node_name(v) for v in g[:2]) + (",..." if len(g) > 2 else "") for g in groups[:3])
+    return shown + (" | ..." if len(groups) > 3 else "")
+
+
 def bound_model(
     topology: Topology,
     kind: Kind | str,
@@ -363,21 +764,33 @@ def bound_model(
     model: str = "step",
     lp_max_variables: int = LP_MAX_VARIABLES,
     solver: str = "highs",
+    alpha: float | None = None,
+    beta: float | None = None,
 ) -> BoundModel:
     """The lower bounds of ``kind`` (rooted at ``root``, default 0 for rooted collectives) on
     ``topology``, for any size; cached on the topology object.
 
-    ``model`` is ``"step"`` (docs/formats.md, 'Step-synchronous cost') or ``"event"``. The alltoall
-    multicommodity-flow LP is solved when it has at most ``lp_max_variables`` variables, with
-    ``solver`` ``"highs"`` (default; CBC if HiGHS fails) or ``"cbc"``.
+    ``model`` is ``"step"`` (docs/formats.md, 'Step-synchronous cost'), ``"event"`` or
+    ``"one-port"`` (the textbook model of synth.simulate.oneport, with ``alpha`` µs and ``beta`` µs
+    per byte for every message, by default the smallest the topology allows; they apply to it
+    only). The alltoall multicommodity-flow LP is solved when it has at most ``lp_max_variables``
+    variables, with ``solver`` ``"highs"`` (default; CBC if HiGHS fails) or ``"cbc"``.
     """
     if model not in MODELS:
         raise ValueError(f"unknown cost model {model!r} (expected one of {', '.join(MODELS)})")
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    if model != "one-port":
+        alpha = beta = None
     collective = Collective(parse_kind(kind) if isinstance(kind, str) else Kind(kind), topology.num_ranks, 1, root)
-    key = (collective.kind, collective.root, model, lp_max_variables, solver)
+    key = (collective.kind, collective.root, model, lp_max_variables, solver, alpha, beta)
     cache = topology.__dict__.setdefault("_bound_models", {})
     if key not in cache:
-        cache[key] = _build(topology, collective, model, lp_max_variables, solver)
+        if model == "one-port":
+            cache[key] = _build_one_port(topology, collective, alpha, beta)
+        else:
+            cache[key] = _build(topology, collective, model, lp_max_variables, solver)
     return cache[key]
 
 
@@ -390,6 +803,72 @@ def lower_bounds(
 ) -> BoundReport:
     """Every lower bound of ``kind`` on ``topology`` at ``size`` bytes (see `bound_model`)."""
     return bound_model(topology, kind, root, **options).at(size)
+
+
+def _build_one_port(topology: Topology, c: Collective, alpha: float | None, beta: float | None) -> BoundModel:
+    """The one-port model's bounds (synth/bounds/oneport.py, docs/bounds.md)."""
+    r = c.num_ranks
+    base = dict(
+        topology=topology.name,
+        kind=c.kind,
+        root=c.root,
+        num_ranks=r,
+        model="one-port",
+        busbw_factor=c.busbw_factor(),
+    )
+    if r < 2:
+        return BoundModel(terms=(), notes=("a single rank needs no communication",), **base)
+    an = _analysis(topology)
+    facts = an.latency()
+    sources, sinks = _sources_and_sinks(c)
+    steps = int(facts.hops[sources][:, sinks].max())
+    a = facts.min_transfer_alpha if alpha is None else float(alpha)
+    floor = steps * a
+    terms: list[BoundTerm] = []
+    needs = _needs(c)
+    receive_beta, send_beta = oneport.port_betas(topology, beta)
+    for name, need, betas, verb in (
+        ("ingress", needs.receive, receive_beta, "receive"),
+        ("egress", needs.send, send_beta, "send"),
+    ):
+        term = oneport.port_term(topology, need, betas, steps, a, verb)
+        if term is not None:
+            terms.append(BoundTerm(name, term[0], floor, term[1]))
+    if c.kind is Kind.ALLREDUCE:
+        gossip = 2 * (r - 1)
+        for name, betas, verb in (("total-ingress", receive_beta, "receive"), ("total-egress", send_beta, "send")):
+            rate = float(np.sum(1.0 / betas))  # bytes per µs all ports together
+            text = (
+                f"every byte needs >= {gossip} rank-to-rank transfers, 2(R-1); all {r} {verb} ports together "
+                f"move {rate / _BYTES_PER_US:.6g} GB/s (1/beta each)"
+            )
+            if floor > 0:
+                text += f"; + {steps} step{'s' if steps > 1 else ''} x alpha {a:g} us"
+            terms.append(BoundTerm(name, gossip / rate, floor, text))
+    doubling = oneport.log2_ceil(r)
+    latency = max(doubling, steps) * a
+    why = (
+        f"no rank's data grows more than (1 + K)-fold in a step whose ports handle K messages (K x alpha): "
+        f">= ceil(log2 {r}) = {doubling} x alpha {a:g} us"
+    )
+    if steps > doubling:
+        why += f"; and >= {steps} steps (hops) of alpha each"
+    if alpha is None:
+        chain = float(facts.alpha[sources][:, sinks].max())
+        if chain > latency:
+            far = divmod(int(facts.alpha[sources][:, sinks].argmax()), len(sinks))
+            latency = chain
+            why = (
+                f"data from {topology.node_name(sources[far[0]])} reaches {topology.node_name(sinks[far[1]])} "
+                f"only after >= {chain:g} us of link latency"
+            )
+    terms.append(BoundTerm("latency", 0.0, latency, why))
+    notes = (
+        f"one-port model: alpha {a:g} us"
+        + (" (given)" if alpha is not None else " (the smallest of any message)")
+        + (f", beta {beta:g} us/B (given)" if beta is not None else ", beta from each rank's widest path"),
+    )
+    return BoundModel(terms=tuple(terms), notes=notes, step_floor_us=floor, **base)
 
 
 def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int, solver: str) -> BoundModel:
@@ -420,17 +899,30 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
 
     terms: list[BoundTerm] = []
     notes: list[str] = []
+    #: (us_per_byte, smallest α of a transfer that crosses the cut, what the cut is, the cut's
+    #: links) of every "D over C" bound through one cut, for the cut-latency and crossing-steps bounds
+    crossings: list[tuple[float, float, str, np.ndarray | None]] = []
+    thru = an.through_alpha()
 
     def add(name: str, us_per_byte: float, text: str) -> None:
         terms.append(BoundTerm(name, us_per_byte, floor, text + floor_text))
 
+    def crossing(us_per_byte: float, cuts: list[Cut], direction: str, what: str) -> None:
+        alpha = min(_crossing_alpha(topology, thru, cut.nodes, direction) for cut in cuts)
+        mask = _cut_mask(topology, cuts[0].nodes, direction) if len(cuts) == 1 else None
+        crossings.append((us_per_byte, alpha, what, mask))
+
     needs = _needs(c)
     ingress = _per_rank(topology, needs.receive, an.ingress(), "receive", "reach")
     if ingress:
-        add("ingress", *ingress)
+        add("ingress", *ingress[:2])
+        for value, cut, who in ingress[2]:
+            crossing(value, [cut], "in", f"into {who}")
     egress = _per_rank(topology, needs.send, an.egress(), "send", "leave")
     if egress:
-        add("egress", *egress)
+        add("egress", *egress[:2])
+        for value, cut, who in egress[2]:
+            crossing(value, [cut], "out", f"out of {who}")
 
     kind = c.kind
     if kind in (Kind.ALLGATHER, Kind.REDUCE_SCATTER, Kind.GATHER, Kind.SCATTER):
@@ -444,6 +936,8 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         else:
             text = f"the {_frac(pieces)} held outside {where} must enter it over {_gbps(rc.cut.bandwidth)}"
         add("cut", rc.ratio / (r * _BYTES_PER_US), text)
+        side = ("out", "out of") if reverse else ("in", "into")
+        crossing(rc.ratio / (r * _BYTES_PER_US), [rc.cut], side[0], f"{side[1]} {where}")
     elif kind in (Kind.BROADCAST, Kind.REDUCE):
         pc = an.pair_cut(("from" if kind is Kind.BROADCAST else "to", c.root))
         assert pc is not None
@@ -451,6 +945,7 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         add(
             "flow", 1.0 / (pc.bandwidth * _BYTES_PER_US), f"all of size must flow from {a} to {b}; max-flow {_gbps(pc.bandwidth)}"
         )
+        crossing(1.0 / (pc.bandwidth * _BYTES_PER_US), [pc.cut], "in", f"into {describe_nodes(topology, pc.cut.nodes)}")
     elif kind is Kind.ALLREDUCE:
         total_in = sum(cut.bandwidth for cut in an.ingress())
         total_out = sum(cut.bandwidth for cut in an.egress())
@@ -460,11 +955,13 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             gossip / (total_in * _BYTES_PER_US),
             f"every byte needs >= {gossip} rank-to-rank transfers, 2(R-1); all ranks together can receive {_gbps(total_in)}",
         )
+        crossing(gossip / (total_in * _BYTES_PER_US), list(an.ingress()), "in", "into the receiving ranks")
         add(
             "total-egress",
             gossip / (total_out * _BYTES_PER_US),
             f"every byte needs >= {gossip} rank-to-rank transfers, 2(R-1); all ranks together can send {_gbps(total_out)}",
         )
+        crossing(gossip / (total_out * _BYTES_PER_US), list(an.egress()), "out", "out of the sending ranks")
         pc = an.pair_cut(("both", 0))
         assert pc is not None
         where = describe_nodes(topology, pc.cut.nodes)
@@ -474,6 +971,11 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             f"every byte must enter {where} over {_gbps(pc.bandwidth)} (a minimum cut between ranks, "
             f"from {topology.node_name(pc.source)} to {topology.node_name(pc.sink)})",
         )
+        crossing(1.0 / (pc.bandwidth * _BYTES_PER_US), [pc.cut], "in", f"into {where}")
+        contracted = an.contracted()
+        if contracted is not None and contracted.us_per_byte > max(t.us_per_byte for t in terms) * (1 + 1e-12):
+            add("contracted", contracted.us_per_byte, contracted.explanation)
+            crossing(contracted.us_per_byte, list(contracted.regions), contracted.direction, contracted.what)
     elif kind is Kind.ALLTOALL:
         ac = an.alltoall_cut()
         if ac is not None:
@@ -485,6 +987,7 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
                 f"{inside}x{r - inside} pieces of size/{r} must enter {where} over {_gbps(ac.cut.bandwidth)} "
                 f"(best of {ac.candidates} candidate cuts)",
             )
+            crossing(ac.ratio / (r * _BYTES_PER_US), [ac.cut], "in", f"into {where}")
         variables = a2a.lp_size(topology) + 1
         if variables <= lp_max_variables:
             lp = an.alltoall_lp(solver)
@@ -500,6 +1003,33 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
             notes.append(
                 f"alltoall multicommodity-flow LP skipped: {variables} variables > {lp_max_variables} "
                 "(lp_max_variables); the cut bounds stand"
+            )
+
+    if model == "step":
+        for ranks, into, out_of in an.part_regions():
+            where = describe_nodes(topology, into.nodes)
+            for direction, cut in (("in", into), ("out", out_of)):
+                need = _crossing_need(c, ranks, direction)
+                if need > 0 and cut.bandwidth > 0:
+                    crossing(
+                        float(need) / (cut.bandwidth * _BYTES_PER_US),
+                        [cut],
+                        direction,
+                        f"{'into' if direction == 'in' else 'out of'} {where}",
+                    )
+        bandwidth = max((t.us_per_byte for t in terms), default=0.0)
+        cut_latency = _cut_latency_term(crossings, steps, facts.min_transfer_alpha)
+        if cut_latency is not None:
+            terms.append(cut_latency)
+        if r <= LAYERED_MAX_RANKS:
+            terms.append(_time_expanded_term(topology, c, an, steps, facts.min_transfer_alpha, bandwidth))
+            crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)
+            if crossing_steps is not None:
+                terms.append(crossing_steps)
+        else:
+            notes.append(
+                f"time-expanded and crossing-steps LPs skipped: {r} ranks > {LAYERED_MAX_RANKS} "
+                "(their cost grows with ranks^2 x steps); the closed-form bounds stand"
             )
 
     terms.append(
@@ -520,6 +1050,8 @@ __all__ = [
     "BoundModel",
     "BoundReport",
     "BoundTerm",
+    "LazyLines",
+    "Line",
     "NamedBound",
     "bound_model",
     "describe_nodes",

@@ -8,13 +8,14 @@ from typing import Any
 
 import click
 
-from synth.bounds import LP_MAX_VARIABLES, MODELS, BoundModel, BoundReport, bound_model
+from synth.bounds import LP_MAX_VARIABLES, MODELS, BoundModel, BoundReport, BoundTerm, bound_model
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
+from synth.cli.simulate_cmd import alpha_beta_options, check_alpha_beta
 from synth.collective import parse_kind
 from synth.errors import InputError
 from synth.units import format_size, parse_sizes
 
-_MODEL_NAMES = {"step": "step-synchronous", "event": "event-driven"}
+_MODEL_NAMES = {"step": "step-synchronous", "event": "event-driven", "one-port": "one-port"}
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -48,12 +49,24 @@ def model_document(model: BoundModel, sha256: str, reports: list[BoundReport]) -
         "collective": {"name": model.kind.value, "root": model.root, "num_ranks": model.num_ranks},
         "model": model.model,
         "notes": list(model.notes),
-        "terms": [
-            {"name": t.name, "us_per_byte": t.us_per_byte, "latency_us": t.latency_us, "explanation": t.explanation}
-            for t in model.terms
-        ],
+        "terms": [_term_document(t) for t in model.terms],
         "sizes": [r.to_dict() for r in reports],
     }
+
+
+def _term_document(term: BoundTerm) -> dict[str, Any]:
+    """A term: its linear form, and for a piecewise bound the lines it is the min or max of."""
+    doc: dict[str, Any] = {
+        "name": term.name,
+        "us_per_byte": term.us_per_byte,
+        "latency_us": term.latency_us,
+        "explanation": term.explanation,
+    }
+    lines = term.line_list()
+    if lines:
+        doc["combine"] = term.combine
+        doc["lines"] = [{"latency_us": x.latency_us, "us_per_byte": x.us_per_byte, "note": x.note} for x in lines]
+    return doc
 
 
 @click.command("bound", short_help="Lower bounds on a collective's time on a topology (which one binds).")
@@ -72,8 +85,9 @@ def model_document(model: BoundModel, sha256: str, reports: list[BoundReport]) -
     type=click.Choice(MODELS),
     default="step",
     show_default=True,
-    help="Cost model the bounds hold for: step-synchronous (docs/formats.md) or event-driven.",
+    help="Cost model the bounds hold for: step-synchronous (docs/formats.md), event-driven, or the textbook one-port model.",
 )
+@alpha_beta_options
 @click.option(
     "--lp-max-variables",
     type=click.IntRange(min=0),
@@ -83,12 +97,14 @@ def model_document(model: BoundModel, sha256: str, reports: list[BoundReport]) -
 )
 @click.option("--solver", type=click.Choice(["highs", "cbc"]), default="highs", show_default=True, help="LP solver.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bound_cmd(topology, collective, root, sizes, model, lp_max_variables, solver, as_json):
+def bound_cmd(topology, collective, root, sizes, model, alpha, beta, lp_max_variables, solver, as_json):
     """Print every lower bound of a COLLECTIVE on TOPOLOGY (file or built-in name) at each size,
     as a time and as the best algbw/busbw any schedule can reach, and mark the binding one.
 
     A bound is a time no valid schedule can beat: per-rank ingress/egress, cuts computed with
-    max-flows, the alltoall routing LP, and the latency of the farthest data (docs/bounds.md).
+    max-flows, the alltoall routing LP, the latency of the farthest data, and bounds that combine
+    latency and bandwidth: the time-expanded LP over the steps, the cut-latency bound, allreduce
+    over contracted partitions (docs/bounds.md). With --model one-port, the textbook bounds.
     """
     topo, _ = load_topology_arg(topology)
     kind = parse_kind(collective)
@@ -96,8 +112,9 @@ def bound_cmd(topology, collective, root, sizes, model, lp_max_variables, solver
         size_list = parse_sizes(sizes)
     except ValueError as exc:
         raise InputError("synth bound", "--size", sizes, str(exc)) from None
+    check_alpha_beta("synth bound", model, alpha, beta)
     try:
-        bm = bound_model(topo, kind, root, model=model, lp_max_variables=lp_max_variables, solver=solver)
+        bm = bound_model(topo, kind, root, model=model, lp_max_variables=lp_max_variables, solver=solver, alpha=alpha, beta=beta)
     except ValueError as exc:
         raise InputError("synth bound", "--root", root, str(exc)) from None
     reports = [bm.at(size) for size in size_list]

@@ -8,6 +8,7 @@ import json
 
 import click
 
+from synth.bounds import BoundReport
 from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, method_list_arg, sweep_options
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import parse_kind
@@ -35,6 +36,8 @@ def render(c: Comparison) -> str:
     ]
     for label, why in c.skipped_runs:
         lines.append(f"  skipped: {label}: {why}")
+    for note in c.bound_notes:
+        lines.append(f"  lower bound: {note}")
     width = max([len(o.method) for o in c.outcomes] + [len("lower bound"), 12])
     for i, size in enumerate(c.sizes):
         b = c.bounds[i]
@@ -53,6 +56,7 @@ def render(c: Comparison) -> str:
         lines.append(
             f"  {'lower bound':<{width}} {_fmt(b.time_us, 12)} {_fmt(b.algbw, 9)} {_fmt(b.busbw, 9)} {'1.00':>8}  ({b.binding})"
         )
+        lines.extend(_wrapped(f"  {'':<{width}} terms (us): ", bound_terms(b)))
         if c.nccl:
             n = c.nccl[i]
             algbw = size / (n.time_us * 1e3) if n.time_us > 0 else float("inf")
@@ -67,6 +71,16 @@ def render(c: Comparison) -> str:
         lines.append("")
         lines.extend(_wrapped("synthesis (s, wall): ", [f"{label} {s:.2f}" for label, s in c.seconds]))
     return "\n".join(lines)
+
+
+def bound_terms(report: BoundReport) -> list[str]:
+    """Every lower bound at one size by name with its time (µs), largest first (ties: the order
+    `synth bound` lists them), the binding one starred: what the "lower bound" line is the max of."""
+    order = sorted(range(len(report.bounds)), key=lambda k: (-report.bounds[k].time_us, k))
+    return [
+        f"{report.bounds[k].name}{'*' if report.bounds[k].name == report.binding else ''} {_fmt(report.bounds[k].time_us, 0)}"
+        for k in order
+    ]
 
 
 def _wrapped(head: str, items: list[str], width: int = 100) -> list[str]:
@@ -93,7 +107,13 @@ def _wrapped(head: str, items: list[str], width: int = 100) -> list[str]:
     default=None,
     help="Comma-separated methods (default: every candidate of -m auto).",
 )
-@click.option("--model", type=click.Choice(["sync", "event"]), default="sync", show_default=True, help="Simulator model.")
+@click.option(
+    "--model",
+    type=click.Choice(["sync", "event", "one-port"]),
+    default="sync",
+    show_default=True,
+    help="Simulator model (and the bound's): step-synchronous, event-driven, or the textbook one-port model.",
+)
 @click.option(
     "--budget",
     type=click.FloatRange(min=0),

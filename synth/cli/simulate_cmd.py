@@ -11,7 +11,7 @@ import click
 from synth.cli._util import schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
 from synth.schedule import Schedule, load_schedule
-from synth.simulate import MODEL_TITLES, MODELS, SimResult, Simulator
+from synth.simulate import MODEL_TITLES, MODELS, ONE_PORT, SimResult, Simulator
 from synth.topology import Topology
 from synth.units import parse_size, parse_sizes, size_range
 
@@ -66,6 +66,34 @@ def sizes_from_options(
     if not f > 1 or not math.isfinite(f):
         raise InputError(WHERE, "-f", factor, "expected a number greater than 1")
     return size_range(lo, hi, f)
+
+
+def alpha_beta_options(command):
+    """``--alpha`` (µs) and ``--beta`` (µs per byte) of the one-port model."""
+    command = click.option(
+        "--beta",
+        type=float,
+        default=None,
+        help="One-port model: beta in us per byte for every message (1/bandwidth: 0.0001 = 10 GB/s); "
+        "default: each message's path bottleneck.",
+    )(command)
+    return click.option(
+        "--alpha",
+        type=float,
+        default=None,
+        help="One-port model: alpha in us for every message; default: each message's path latency.",
+    )(command)
+
+
+def check_alpha_beta(where: str, model: str, alpha: float | None, beta: float | None) -> None:
+    """--alpha/--beta only with the one-port model, and finite and non-negative."""
+    for option, value in (("--alpha", alpha), ("--beta", beta)):
+        if value is None:
+            continue
+        if model != ONE_PORT:
+            raise InputError(where, option, value, "applies to --model one-port only")
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(where, option, value, "expected a finite number >= 0")
 
 
 def _number(x: float) -> float | None:
@@ -128,20 +156,28 @@ def results_table(schedule: Schedule, models: list[str], rows: dict[str, list[Si
 @click.option("-f", "--stepfactor", default=None, help="Factor between sizes (default 2).")
 @click.option("-i", "--stepbytes", default=None, help="Increment between sizes (instead of -f).")
 @click.option(
-    "-m", "--model", type=click.Choice([*MODELS, "both"]), default="both", show_default=True, help="Cost model(s) to run."
+    "-m",
+    "--model",
+    type=click.Choice([*MODELS, ONE_PORT, "both"]),
+    default="both",
+    show_default=True,
+    help="Cost model(s) to run: both = sync and event; one-port = the textbook model.",
 )
+@alpha_beta_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of the table.")
-def simulate_cmd(schedule, topology, size_list, minbytes, maxbytes, stepfactor, stepbytes, model, as_json):
+def simulate_cmd(schedule, topology, size_list, minbytes, maxbytes, stepfactor, stepbytes, model, alpha, beta, as_json):
     """Time SCHEDULE on its topology at each size: time (us), algbw and busbw (GB/s, nccl-tests
-    definitions) in the step-synchronous model of the schedule format and in the event-driven model
-    (see docs/simulator.md). The schedule is verified first; an invalid one is refused (exit 1)."""
+    definitions) in the step-synchronous model of the schedule format and in the event-driven model,
+    or in the textbook one-port model (--model one-port, with --alpha/--beta; see
+    docs/simulator.md). The schedule is verified first; an invalid one is refused (exit 1)."""
     sizes = sizes_from_options(size_list, minbytes, maxbytes, stepfactor, stepbytes)
+    check_alpha_beta(WHERE, model, alpha, beta)
     sched = load_schedule(schedule)
     topo, _ = schedule_topology_arg(sched, schedule, topology)
     verify_or_exit(sched, topo, schedule)
     models = list(MODELS) if model == "both" else [model]
     simulator = Simulator(sched, topo)
-    rows = {m: simulator.run(sizes, m, timeline=False) for m in models}
+    rows = {m: simulator.run(sizes, m, timeline=False, alpha=alpha, beta=beta) for m in models}
     if as_json:
         click.echo(json.dumps(results_document(sched, schedule, topo, models, rows), indent=2, sort_keys=True))
     else:

@@ -1,4 +1,4 @@
-"""How long a schedule takes on a topology: two cost models over the same paths.
+"""How long a schedule takes on a topology: three cost models over the same paths.
 
 * ``"sync"``, the step-synchronous α-β model of docs/formats.md, 'Step-synchronous cost'
   (`synth.simulate.sync`): steps run one after another, a step takes its longest transfer, and a
@@ -7,6 +7,9 @@
 * ``"event"``, an event-driven fluid model (`synth.simulate.event`): each transfer starts as soon as
   the data it reads has arrived and the place it writes is free, pays its path's latency once, then
   shares the bandwidth of the links it crosses max-min fairly with the other flows in flight.
+* ``"one-port"``, the textbook model (`synth.simulate.oneport`): a rank sends one message and
+  receives one at a time, a message of l bytes costs α + β·l; a message is everything a step
+  moves from one rank to another.
 
 `simulate` is the entry point; results are plain frozen dataclasses. The schedule must be valid on
 the topology (run `synth.verify.verify` first); `simulate` only checks that its paths exist.
@@ -30,13 +33,17 @@ from synth.simulate.event import (
     sharing_network,
     simulate_events,
 )
+from synth.simulate.oneport import Messages, one_port_messages
 from synth.simulate.paths import TransferPaths, transfer_paths
 from synth.simulate.sync import StepLines, step_lines
 from synth.topology import Topology
 from synth.units import bandwidth_gbps
 
 MODELS: tuple[str, ...] = ("sync", "event")
-MODEL_TITLES = {"sync": "step-synchronous", "event": "event-driven"}
+#: the textbook model (synth.simulate.oneport); not part of MODELS, which are the network models
+ONE_PORT = "one-port"
+ALL_MODELS: tuple[str, ...] = (*MODELS, ONE_PORT)
+MODEL_TITLES = {"sync": "step-synchronous", "event": "event-driven", ONE_PORT: "one-port"}
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,7 @@ class Simulator:
         self._lines: StepLines | None = None
         self._groups: DependencyGroups | None = None
         self._network: SharingNetwork | None = None
+        self._messages: dict[tuple[float | None, float | None], Messages] = {}
 
     @property
     def lines(self) -> StepLines:
@@ -205,12 +213,38 @@ class Simulator:
             results.append(self._result("event", size, times.time_us, tl))
         return results
 
-    def run(self, sizes: Iterable[int], model: str = "sync", *, timeline: bool | None = None) -> list[SimResult]:
+    def messages(self, alpha: float | None = None, beta: float | None = None) -> Messages:
+        """The one-port messages (cached per α, β)."""
+        key = (alpha, beta)
+        if key not in self._messages:
+            self._messages[key] = one_port_messages(self.schedule, self.topology, self.paths, alpha, beta)
+        return self._messages[key]
+
+    def one_port(self, sizes: Iterable[int], *, alpha: float | None = None, beta: float | None = None) -> list[SimResult]:
+        """The one-port model's time of each size (synth.simulate.oneport): α in µs and β in µs
+        per byte for every message, or by default from each message's path. No timeline."""
+        sizes = [int(x) for x in sizes]
+        chunk = np.array([self.chunk_bytes(x) for x in sizes], dtype=np.float64)
+        totals = self.messages(alpha, beta).times_us(chunk)
+        return [self._result(ONE_PORT, size, float(totals[k]), None) for k, size in enumerate(sizes)]
+
+    def run(
+        self,
+        sizes: Iterable[int],
+        model: str = "sync",
+        *,
+        timeline: bool | None = None,
+        alpha: float | None = None,
+        beta: float | None = None,
+    ) -> list[SimResult]:
+        """``model`` "sync", "event" or "one-port" (``alpha``/``beta`` apply to one-port only)."""
         if model == "sync":
             return self.sync(sizes, timeline=bool(timeline))
         if model == "event":
             return self.event(sizes, timeline=True if timeline is None else timeline)
-        raise ValueError(f"unknown model {model!r} (expected one of {', '.join(MODELS)})")
+        if model == ONE_PORT:
+            return self.one_port(sizes, alpha=alpha, beta=beta)
+        raise ValueError(f"unknown model {model!r} (expected one of {', '.join(ALL_MODELS)})")
 
 
 def simulate(
@@ -220,27 +254,34 @@ def simulate(
     model: str = "sync",
     *,
     timeline: bool | None = None,
+    alpha: float | None = None,
+    beta: float | None = None,
 ) -> list[SimResult]:
     """Time of ``schedule`` on ``topology`` for each size (bytes, nccl-tests meaning), one
     `SimResult` per size in the given order.
 
-    ``model`` is ``"sync"`` (docs/formats.md, 'Step-synchronous cost') or ``"event"`` (event-driven
-    fluid model). ``timeline`` attaches each transfer's start/data-start/end times; by default it is
-    on for the event model and off for the sync model (where it is cheap but large). To run several
-    models or calls on one schedule, build a `Simulator` once."""
+    ``model`` is ``"sync"`` (docs/formats.md, 'Step-synchronous cost'), ``"event"`` (event-driven
+    fluid model) or ``"one-port"`` (the textbook model: one message sent and one received at a time,
+    α + β·bytes each; ``alpha`` µs and ``beta`` µs per byte, by default from each message's path).
+    ``timeline`` attaches each transfer's start/data-start/end times; by default it is on for the
+    event model and off for the sync model (where it is cheap but large); the one-port model has
+    none. To run several models or calls on one schedule, build a `Simulator` once."""
     if isinstance(sizes, (int, np.integer)):
         sizes = [int(sizes)]
     sizes = list(sizes)
     for size in sizes:
         if size < 0:
             raise ValueError(f"size {size} is negative")
-    return Simulator(schedule, topology).run(sizes, model, timeline=timeline)
+    return Simulator(schedule, topology).run(sizes, model, timeline=timeline, alpha=alpha, beta=beta)
 
 
 __all__ = [
+    "ALL_MODELS",
     "MODELS",
     "MODEL_TITLES",
+    "ONE_PORT",
     "DependencyGroups",
+    "Messages",
     "SimResult",
     "Simulator",
     "StepLines",
@@ -249,6 +290,7 @@ __all__ = [
     "TransferPaths",
     "dependency_groups",
     "max_min_rates",
+    "one_port_messages",
     "simulate",
     "step_lines",
     "transfer_paths",

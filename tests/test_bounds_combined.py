@@ -1,0 +1,320 @@
+"""The bounds that combine latency and bandwidth (docs/bounds.md): hand-checked cases with their
+exact figures, and schedules that meet them (so a bound too large by any margin would fail).
+
+- time-expanded: a path of 3 ranks and a ring of 4, broadcast: the LP's β_T is the pipeline's
+  T/(T − 1) (per direction), and the pipelined schedule with the best T costs exactly the bound;
+- cut-latency: two hosts joined by one slow link with a long latency;
+- contracted: allreduce on 4 boxes with one 12 GB/s NIC each (issue 17's example);
+- steps: an allreduce in as many steps as the hop diameter exists even on a 4-rank ring, so no
+  combining-depth argument can add steps there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from synth import generators as gen
+from synth.bounds import bound_model, lower_bounds
+from synth.bounds.latency import latency_facts
+from synth.bounds.layered import flow_spec, layered_bound, layout
+from synth.bounds.model import LAYERED_STEPS
+from synth.builtin import get_topology
+from synth.collective import Collective, Kind
+from synth.registry import synthesize
+from synth.schedule import Transfer, schedule_from_steps
+from synth.simulate import simulate
+from synth.topology import topology_from_document
+from synth.verify import check
+
+from .test_bounds_sound import step_synchronous_time
+
+BW = 10.0  # GB/s = 1e4 bytes per µs
+ALPHA = 1.0
+
+
+def path3():
+    return gen.mesh(1, 3, bandwidth=BW, latency=ALPHA)
+
+
+def copy(src: int, dst: int, chunk: int) -> Transfer:
+    return Transfer(src, dst, chunk, "copy", ())
+
+
+def cost(schedule, topology, size: int) -> float:
+    """The step-synchronous time, by the simulator and by the independent re-implementation."""
+    sim = simulate(schedule, topology, size)[0].time_us
+    assert sim == pytest.approx(step_synchronous_time(schedule, topology, size), rel=1e-12)
+    return sim
+
+
+# ============================================================================ time-expanded: path of 3
+@pytest.mark.parametrize("steps", [2, 3, 4, 5])
+def test_path_of_three_broadcast_lp_is_the_pipeline(steps):
+    """From an end of x – h – y, y is 2 hops away: in T steps, x sends on x→h in steps 1..T−1 and
+    h forwards in 2..T, so Σ_j max(bytes on x→h, bytes on h→y) ≥ T/(T − 1)·size (equal parts)."""
+    topo = path3()
+    facts = latency_facts(topo)
+    spec = flow_spec(Collective(Kind.BROADCAST, 3, 1, 0))
+    result = layered_bound(topo, spec, layout(topo, facts.direct, facts.hops), steps)
+    assert result.us_per_byte == pytest.approx(steps / (steps - 1) / (BW * 1e3), rel=1e-6)
+    assert result.us_per_byte <= steps / (steps - 1) / (BW * 1e3) * (1 + 1e-12)  # certified: never above
+
+
+@pytest.mark.parametrize(
+    ("size", "steps", "expected"),
+    [
+        (10_000, 2, 2 * ALPHA + 2 * 1.0),  # T = 2: 2 x 1 µs + 2 x 1 µs of bytes; T = 3 would be 4.5
+        (40_000, 3, 3 * ALPHA + 1.5 * 4.0),  # T = 3: 9 µs; T = 2: 10, T = 4: 9.33
+        (90_000, 4, 4 * ALPHA + 4 / 3 * 9.0),  # T = 4: 16 µs; T = 3: 16.5, T = 5: 16.25
+    ],
+)
+def test_path_of_three_broadcast_bound_is_met_by_the_pipeline(size, steps, expected):
+    topo = path3()
+    report = lower_bounds(topo, Kind.BROADCAST, size, root=0)
+    assert report.binding == "time-expanded"
+    assert report.time_us == pytest.approx(expected, rel=1e-6)
+    assert f"{steps} steps" in report.bound("time-expanded").explanation
+    # the old bounds: 2 steps of α and size over one link
+    assert report.bound("flow").time_us == pytest.approx(2 * ALPHA + size / (BW * 1e3))
+    # the pipeline: T − 1 chunks, x sends chunk j in step j, h forwards it in step j + 1
+    k = steps - 1
+    plan = [[copy(0, 1, j)] * (j < k) + [copy(1, 2, j - 1)] * (j > 0) for j in range(steps)]
+    schedule = schedule_from_steps(Collective(Kind.BROADCAST, 3, k, 0), plan, topology=topo)
+    check(schedule, topo)
+    assert cost(schedule, topo, size) == pytest.approx(report.time_us, rel=1e-6)
+
+
+def test_step_counts_beyond_those_solved_get_the_tail_line():
+    topo = path3()
+    model = bound_model(topo, Kind.BROADCAST, 0)
+    lines = model.term("time-expanded").line_list()
+    first = 2
+    solved = [first + extra for extra in LAYERED_STEPS]
+    assert [line.latency_us for line in lines] == [first * ALPHA] + [(t + 1) * ALPHA for t in solved[:-1]] + [
+        (solved[-1] + 1) * ALPHA
+    ]
+    # the tail: more than the last solved step count, at the plain bandwidth bound
+    assert lines[-1].us_per_byte == pytest.approx(1 / (BW * 1e3))
+    # at 1 GB the pipeline wants ~317 steps: the bound is the tail's, below the best schedule
+    size = 10**9
+    best = min(t * ALPHA + t / (t - 1) * size / (BW * 1e3) for t in range(2, 2000))
+    assert model.time_us(size) == pytest.approx((solved[-1] + 1) * ALPHA + size / (BW * 1e3))
+    assert model.time_us(size) <= best
+
+
+# ============================================================================ time-expanded: a ring
+def test_ring_of_four_broadcast_bound_is_met():
+    """Two pipelines, one each way round: β_T = T/(T − 1) · size / (2 bw). At 80 kB the best T is
+    3 (T = 2: 10 µs, T = 4: 9.33): 3 x 1 µs + 1.5 x 4 µs = 9 µs, and quarters sent as below take
+    exactly that (every link carries at most one quarter per step: 1 + 2 µs)."""
+    topo = gen.ring(4, bandwidth=BW, latency=ALPHA)
+    size = 80_000
+    report = lower_bounds(topo, Kind.BROADCAST, size, root=0)
+    assert report.binding == "time-expanded"
+    assert report.time_us == pytest.approx(9.0, rel=1e-6)
+    assert report.bound("flow").time_us == pytest.approx(2 * ALPHA + size / (2 * BW * 1e3))
+    # quarters q0, q1 clockwise 0 → 1 → 2, q2, q3 the other way 0 → 3 → 2; 1 and 3 get the rest
+    # from 2 and from the root in the last step
+    plan = [
+        [copy(0, 1, 0), copy(0, 3, 2)],
+        [copy(0, 1, 1), copy(1, 2, 0), copy(0, 3, 3), copy(3, 2, 2)],
+        [copy(1, 2, 1), copy(3, 2, 3), copy(2, 1, 2), copy(0, 1, 3), copy(2, 3, 0), copy(0, 3, 1)],
+    ]
+    schedule = schedule_from_steps(Collective(Kind.BROADCAST, 4, 4, 0), plan, topology=topo)
+    check(schedule, topo)
+    assert cost(schedule, topo, size) == pytest.approx(9.0)
+
+
+# ============================================================================ cut-latency: two hosts
+def two_hosts():
+    """Hosts A = {a0, a1} and B = {b0, b1}, 100 GB/s and 0.5 µs inside, one 10 GB/s link of 3 µs
+    between a0 and b0."""
+    links = [("a0", "a1", 100.0, 0.5), ("b0", "b1", 100.0, 0.5), ("a0", "b0", 10.0, 3.0)]
+    return topology_from_document(
+        {
+            "format": "synth-topology",
+            "version": 1,
+            "name": "two-hosts",
+            "ranks": [
+                {"name": "a0", "host": "A"},
+                {"name": "a1", "host": "A"},
+                {"name": "b0", "host": "B"},
+                {"name": "b1", "host": "B"},
+            ],
+            "links": [{"a": a, "b": b, "bandwidth": bw, "latency": lat} for a, b, bw, lat in links],
+        },
+        "<two-hosts>",
+    )
+
+
+@pytest.mark.parametrize("size", [1_000, 100_000, 10_000_000])
+def test_two_hosts_allgather_cut_latency(size):
+    """Half of size must cross a0 – b0 (10 GB/s); the step that carries it lasts >= 3 µs, and
+    a1 → a0 → b0 → b1 is 3 hops, so 2 more steps of >= 0.5 µs: 4 µs + size/2 over 10 GB/s. The
+    cut bound had 3 x 0.5 µs, the latency bound 4 µs without the bytes."""
+    topo = two_hosts()
+    report = lower_bounds(topo, Kind.ALLGATHER, size)
+    crossing = 4.0 + size / 2 / (10.0 * 1e3)
+    assert report.bound("cut-latency").time_us == pytest.approx(crossing)
+    assert report.bound("cut").time_us == pytest.approx(1.5 + size / 2 / (10.0 * 1e3))
+    assert report.bound("latency").time_us == pytest.approx(4.0)
+    assert report.time_us >= crossing
+    # a schedule: gather each host's pieces at its gateway, cross in one step, spread
+    plan = [
+        [copy(1, 0, 1), copy(0, 1, 0), copy(3, 2, 3), copy(2, 3, 2)],
+        [copy(0, 2, 0), copy(0, 2, 1), copy(2, 0, 2), copy(2, 0, 3)],
+        [copy(2, 3, 0), copy(2, 3, 1), copy(0, 1, 2), copy(0, 1, 3)],
+    ]
+    schedule = schedule_from_steps(Collective(Kind.ALLGATHER, 4, 1), plan, topology=topo)
+    check(schedule, topo)
+    t = cost(schedule, topo, size)
+    assert t >= report.time_us
+    # it pays the bound's 4 µs and crossing bytes, plus the bytes of the two steps inside the hosts
+    assert t == pytest.approx(crossing + size / 4 / 100e3 + size / 2 / 100e3)
+
+
+# ============================================================================ contracted partitions
+def four_boxes(nic: float = 12.0):
+    """4 boxes of 2 GPUs on an NVSwitch (100 GB/s), each box behind one NIC of ``nic`` GB/s into a
+    core switch."""
+    ranks, switches, links = [], ["core"], []
+    for b in range(4):
+        switches += [f"nvs{b}", f"nic{b}"]
+        links += [(f"nvs{b}", f"nic{b}", 100.0, 0.5), (f"nic{b}", "core", nic, 1.0)]
+        for g in range(2):
+            ranks.append({"name": f"b{b}g{g}", "host": f"box{b}"})
+            links.append((f"b{b}g{g}", f"nvs{b}", 100.0, 0.35))
+    return topology_from_document(
+        {
+            "format": "synth-topology",
+            "version": 1,
+            "name": "four-boxes",
+            "ranks": ranks,
+            "switches": switches,
+            "links": [{"a": a, "b": b, "bandwidth": bw, "latency": lat} for a, b, bw, lat in links],
+        },
+        "<four-boxes>",
+    )
+
+
+def test_four_boxes_allreduce_contracted_volume():
+    """Issue 17: the boxes as 4 nodes, every byte needs 2·3 transfers between them, through 4 x
+    12 GB/s: 1.5 x size / 12 GB/s = 134 ms at 1 GiB, where the cut bound said 89 ms."""
+    topo = four_boxes()
+    size = 1 << 30
+    report = lower_bounds(topo, Kind.ALLREDUCE, size)
+    # one step (GPU, NVSwitch, NIC, core, NIC, NVSwitch, GPU is a switch-only path) of >= 0.7 µs
+    assert report.bound("cut").time_us == pytest.approx(size / 12e3 + 0.7)
+    assert report.bound("contracted").time_us == pytest.approx(1.5 * size / 12e3 + 0.7)
+    assert round(report.bound("contracted").time_us / 1e3) == 134
+    assert "hosts" in report.bound("contracted").explanation
+    assert report.time_us >= report.bound("contracted").time_us
+
+
+def test_contracted_bound_is_met_by_reduce_and_broadcast_over_boxes():
+    """Inside a box everything is free next to the NICs: reduce to one GPU per box, allreduce
+    among the 4 box leaders by reduce-scatter + allgather over the core (each NIC carries
+    2·3/4 of size each way), broadcast inside. Its time over the bound tends to 1."""
+
+    topo = four_boxes()
+    schedule = synthesize(topo, Kind.ALLREDUCE, "hierarchical")
+    size = 1 << 30
+    bound = bound_model(topo, Kind.ALLREDUCE).time_us(size)
+    t = cost(schedule, topo, size)
+    assert bound <= t < 1.1 * bound
+
+
+# ============================================================================ steps
+def test_allreduce_in_diameter_steps_on_a_ring_of_four():
+    """Diameter 2; each rank's final value must be a disjoint union of its neighbours' values
+    after step 1. Copies that drop a rank's own contribution make that possible, so the steps
+    bound of allreduce stays the hop diameter (docs/bounds.md)."""
+    topo = gen.ring(4, bandwidth=BW, latency=ALPHA)
+    red = lambda s, d: Transfer(s, d, 0, "reduce", ())  # noqa: E731
+    plan = [
+        [red(1, 0), red(3, 0), copy(0, 1, 0), red(1, 2), red(3, 2), copy(2, 3, 0)],  # 013, 0, 123, 2
+        [red(3, 0), red(2, 1), red(1, 2), red(0, 3)],
+    ]
+    schedule = schedule_from_steps(Collective(Kind.ALLREDUCE, 4, 1), plan, topology=topo)
+    check(schedule, topo)
+    size = 1000
+    model = bound_model(topo, Kind.ALLREDUCE)
+    assert model.step_floor_us == pytest.approx(2 * ALPHA)
+    # every directed link carries at most one full buffer per step
+    assert cost(schedule, topo, size) == pytest.approx(2 * (ALPHA + size / (BW * 1e3)))
+    assert model.time_us(size) <= cost(schedule, topo, size)
+    assert model.time_us(size) == pytest.approx(cost(schedule, topo, size), rel=0.05)
+
+
+# ============================================================================ the LP's certificate
+def test_certificate_never_exceeds_the_solver_optimum(builtin):
+    topo = builtin("dgx1")
+    facts = latency_facts(topo)
+    lay = layout(topo, facts.direct, facts.hops)
+    for kind in (Kind.BROADCAST, Kind.ALLREDUCE, Kind.ALLGATHER):
+        spec = flow_spec(Collective(kind, 8, 1, 0 if kind is Kind.BROADCAST else None))
+        for steps in (2, 3):
+            for options in ({}, {"solver": "ipm"}):
+                result = layered_bound(topo, spec, lay, steps, options)
+                assert 0 < result.us_per_byte <= result.optimum
+                assert result.us_per_byte == pytest.approx(result.optimum, rel=1e-7)
+
+
+# ============================================================================ the methods' gaps, not the bounds'
+def test_dgx1_allreduce_in_two_steps():
+    """The DGX-1's hop diameter is 2, and a single-chunk allreduce in 2 steps exists (found by an
+    ILP feasibility search): step 1 builds {0,3,4} {1,5} {2,6} {7} {0} {1,4,5} {2} {3,6,7}, step 2
+    folds in the three other values of each quad. At 1 KiB it takes 1.48 µs against the bound's
+    1.41; the methods' best (recursive doubling) takes 3 steps, 2.20 µs (docs/bounds.md)."""
+
+    topo = get_topology("dgx1")
+    red = lambda s, d: Transfer(s, d, 0, "reduce", ())  # noqa: E731
+    step1 = [red(3, 0), red(4, 0), red(5, 1), red(6, 2), copy(7, 3, 0), copy(0, 4, 0), red(1, 5), red(4, 5)]
+    step1 += [copy(2, 6, 0), red(3, 7), red(6, 7)]
+    quads = ((0, 1, 2, 3), (4, 5, 6, 7))
+    step2 = [red(s, d) for q in quads for d in q for s in q if s != d]
+    schedule = schedule_from_steps(Collective(Kind.ALLREDUCE, 8, 1), [step1, step2], topology=topo)
+    check(schedule, topo)
+    size = 1024
+    t = cost(schedule, topo, size)
+    assert t == pytest.approx(2 * (0.7 + size / 25e3))  # every directed link carries one buffer per step
+    bound = bound_model(topo, Kind.ALLREDUCE).time_us(size)
+    assert bound <= t < 1.06 * bound
+
+
+def test_one_step_allreduce_meets_the_bound_on_an_nvswitch_box():
+    """Every rank folds in every other rank's buffer in one step: α + 7 × size over 300 GB/s,
+    exactly the time-expanded bound's one-step line (the methods take 2 steps: 2 x at 1 KiB)."""
+    topo = gen.nvswitch(8, 300.0, 0.35)
+    steps = [[Transfer(s, d, 0, "reduce", ("nvswitch",)) for d in range(8) for s in range(8) if s != d]]
+    schedule = schedule_from_steps(Collective(Kind.ALLREDUCE, 8, 1), steps, topology=topo)
+    check(schedule, topo)
+    size = 1024
+    assert cost(schedule, topo, size) == pytest.approx(0.7 + 7 * size / 300e3)
+    report = lower_bounds(topo, Kind.ALLREDUCE, size)
+    assert report.binding == "time-expanded"
+    assert report.time_us == pytest.approx(cost(schedule, topo, size), rel=1e-6)
+
+
+def test_pcie_broadcast_at_64k_a_better_schedule_than_the_methods():
+    """pcie-2socket, broadcast from gpu0 at 64 KiB: the methods' best takes 1.36 x the bound
+    (17.07 us); quarters do better. Step 1: gpu0 sends one quarter to each GPU of the other socket
+    over the UPI link (3 us + 64 KiB over 10 GB/s) and all four to gpu1; step 2: the other socket's
+    GPUs swap quarters, gpu0 and gpu1 serve gpu2 and gpu3 (1 us + 64 KiB over 24 GB/s). 13.28 us,
+    1.06 x the bound: the gap is the methods', not the bound's (docs/bounds.md)."""
+
+    topo = get_topology("pcie-2socket")
+    a, b, across = ("pcisw0",), ("pcisw1",), ("pcisw0", "cpu0", "cpu1", "pcisw1")
+    t = lambda s, d, q, via: Transfer(s, d, q, "copy", via)  # noqa: E731
+    step1 = [t(0, 4 + q, q, across) for q in range(4)] + [t(0, 1, q, a) for q in range(4)]
+    step2 = [t(4 + i, 4 + k, i, b) for i in range(4) for k in range(4) if i != k]
+    step2 += [t(0, 2, 0, a), t(0, 2, 1, a), t(1, 2, 2, a), t(1, 2, 3, a)]
+    step2 += [t(0, 3, 2, a), t(0, 3, 3, a), t(1, 3, 0, a), t(1, 3, 1, a)]
+    schedule = schedule_from_steps(Collective(Kind.BROADCAST, 8, 4, 0), [step1, step2], topology=topo)
+    check(schedule, topo)
+    size = 64 << 10
+    quarter = size / 4
+    expected = (3.0 + 4 * quarter / 10e3) + (1.0 + 4 * quarter / 24e3)
+    assert cost(schedule, topo, size) == pytest.approx(expected)
+    bound = bound_model(topo, Kind.BROADCAST, 0).time_us(size)
+    assert bound <= expected < 1.06 * bound
