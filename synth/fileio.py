@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from synth.errors import InputError
 
@@ -33,6 +34,14 @@ def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Pa
 def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str | Path] = ()) -> Path:
     """Write ``data`` to ``path`` atomically (images and other binary outputs); the same checks as
     `write_text_atomic`."""
+    return write_stream_atomic(path, lambda fh: fh.write(data), protect=protect)
+
+
+def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object], *, protect: Iterable[str | Path] = ()) -> Path:
+    """Write ``path`` atomically by calling ``write`` with a binary file open for writing (seekable),
+    so that outputs too large to hold in memory twice (schedules of millions of transfers) go to
+    disk piece by piece; the same checks as `write_text_atomic`. If ``write`` raises, the target
+    is left as it was."""
     path = Path(path)
     target = path.resolve()
     for other in protect:
@@ -47,7 +56,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str |
         # mkstemp makes the file private (0600); give it the mode an ordinary write would have
         os.fchmod(fd, _default_mode())
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
