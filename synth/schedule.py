@@ -12,11 +12,13 @@ same inputs always serialize to the same bytes.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -376,35 +378,58 @@ def _header(schedule: Schedule) -> dict[str, Any]:
 
 def schedule_to_json(schedule: Schedule) -> str:
     """Deterministic text of a schedule file: sorted keys everywhere, one step per line."""
+    return "".join(schedule_json_pieces(schedule))
+
+
+#: The JSON writer turns columns into Python lists this many transfers at a time (whole steps).
+JSON_BLOCK_TRANSFERS = 1 << 16
+
+
+def _via_text(route: tuple[str, ...]) -> str:
+    """``json.dumps(list(route), ensure_ascii=True)``, without building an encoder per route."""
+    return "[" + ", ".join(map(encode_basestring_ascii, route)) + "]"
+
+
+def schedule_json_pieces(schedule: Schedule) -> Iterator[str]:
+    """The text of `schedule_to_json` in pieces (the header lines, then one piece per step line),
+    so that a file of millions of transfers is written without holding its text: memory stays at
+    the Python objects of `JSON_BLOCK_TRANSFERS` transfers."""
     header = _header(schedule)
-    via_text = [json.dumps(list(r), ensure_ascii=True) for r in schedule.routes]
     op_text = [json.dumps(name) for name in OP_NAMES]
-    src = schedule.src.tolist()
-    dst = schedule.dst.tolist()
-    chunk = schedule.chunk.tolist()
-    op = schedule.op.tolist()
-    route = schedule.route.tolist()
-    out: list[str] = ["{"]
     for key in ("collective", "format"):
-        out.append(f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},')
+        yield "{\n" if key == "collective" else ""
+        yield f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},\n'
     if schedule.num_steps == 0:
-        out.append('  "steps": [],')
+        yield '  "steps": [],\n'
     else:
-        out.append('  "steps": [')
+        yield '  "steps": [\n'
+        via_text = [_via_text(r) for r in schedule.routes]
         starts = schedule.step_starts.tolist()
         last = schedule.num_steps - 1
-        for s in range(schedule.num_steps):
-            items = [
-                f'{{"chunk": {chunk[i]}, "dst": {dst[i]}, "op": {op_text[op[i]]}, "src": {src[i]}, "via": {via_text[route[i]]}}}'
-                for i in range(starts[s], starts[s + 1])
-            ]
-            out.append("    [" + ", ".join(items) + ("]," if s < last else "]"))
-        out.append("  ],")
+        first_step = 0
+        while first_step <= last:
+            # whole steps, together at most JSON_BLOCK_TRANSFERS transfers (at least one step)
+            lo = starts[first_step]
+            end_step = bisect.bisect_right(starts, lo + JSON_BLOCK_TRANSFERS, first_step + 1, last + 2) - 1
+            end_step = max(end_step, first_step + 1)
+            hi = starts[end_step]
+            src = schedule.src[lo:hi].tolist()
+            dst = schedule.dst[lo:hi].tolist()
+            chunk = schedule.chunk[lo:hi].tolist()
+            op = schedule.op[lo:hi].tolist()
+            route = schedule.route[lo:hi].tolist()
+            for s in range(first_step, end_step):
+                items = [
+                    f'{{"chunk": {chunk[i]}, "dst": {dst[i]}, "op": {op_text[op[i]]}, '
+                    f'"src": {src[i]}, "via": {via_text[route[i]]}}}'
+                    for i in range(starts[s] - lo, starts[s + 1] - lo)
+                ]
+                yield "    [" + ", ".join(items) + ("],\n" if s < last else "]\n")
+            first_step = end_step
+        yield "  ],\n"
     for key in ("synthesizer", "topology"):
-        out.append(f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},')
-    out.append(f'  "version": {SCHEDULE_VERSION}')
-    out.append("}")
-    return "\n".join(out) + "\n"
+        yield f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},\n'
+    yield f'  "version": {SCHEDULE_VERSION}\n}}\n'
 
 
 def _expect_int(value: Any, source: str, field: str, *, minimum: int | None = None) -> int:
@@ -647,6 +672,19 @@ def load_schedule(path: str | Path) -> Schedule:
 
 def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
     """Write a schedule file atomically; refuses to overwrite any path in ``protect``."""
-    from synth.fileio import write_text_atomic
+    from synth.fileio import write_stream_atomic
 
-    return write_text_atomic(path, schedule_to_json(schedule), protect=protect)
+    return write_stream_atomic(path, lambda fh: write_schedule_json(schedule, fh), protect=protect)
+
+
+def write_schedule_json(schedule: Schedule, fh) -> None:
+    """Write `schedule_to_json`'s text to the binary file ``fh`` piece by piece (UTF-8)."""
+    buffer: list[str] = []
+    size = 0
+    for piece in schedule_json_pieces(schedule):
+        buffer.append(piece)
+        size += len(piece)
+        if size >= 1 << 22:
+            fh.write("".join(buffer).encode("utf-8"))
+            buffer, size = [], 0
+    fh.write("".join(buffer).encode("utf-8"))
