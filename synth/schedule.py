@@ -648,11 +648,16 @@ def _explain_transfer(t: Any, where: str, source: str) -> None:
 
 
 def load_schedule(path: str | Path) -> Schedule:
-    """Load a schedule file (structure only; run `synth.verify.verify` to check it).
+    """Load a schedule file (structure only; run `synth.verify.verify` to check it): the columnar
+    ``.npz`` encoding when the file starts like a zip archive (`synth.schedule_npz`), else JSON.
 
     Files in the layout that `schedule_to_json` writes are read by a fast path that parses numbers
     with numpy (a 2-million-transfer file in about 2 s instead of 9); anything else goes through
     the general JSON reader, which reports malformed entries by their JSON path."""
+    from synth.schedule_npz import is_zip_file, read_schedule_npz
+
+    if is_zip_file(path):  # the content decides, whatever the extension
+        return read_schedule_npz(path)
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -671,9 +676,13 @@ def load_schedule(path: str | Path) -> Schedule:
 
 
 def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
-    """Write a schedule file atomically; refuses to overwrite any path in ``protect``."""
+    """Write a schedule file atomically, as JSON or, for a path ending in ``.npz``, in the
+    columnar encoding (`synth.schedule_npz`); refuses to overwrite any path in ``protect``."""
     from synth.fileio import write_stream_atomic
+    from synth.schedule_npz import is_npz_path, save_schedule_npz
 
+    if is_npz_path(path):
+        return save_schedule_npz(schedule, path, protect=protect)
     return write_stream_atomic(path, lambda fh: write_schedule_json(schedule, fh), protect=protect)
 
 
