@@ -51,8 +51,12 @@ class Transfer:
 
 
 def _frozen(array: np.ndarray, dtype) -> np.ndarray:
+    """A read-only column of ``dtype``. A column that is already read-only, contiguous, of that
+    type and owns its memory (what the builder and the file readers hand over, or another
+    schedule's column) is taken as it is: columns of millions of transfers are not copied again.
+    Anything else is copied, so no caller can change a schedule through an array it kept."""
     out = np.ascontiguousarray(array, dtype=dtype)
-    if out is array:
+    if out is array and (array.flags.writeable or not array.flags.owndata):
         out = out.copy()
     out.setflags(write=False)
     return out
@@ -182,11 +186,70 @@ def same_transfers(a: Schedule, b: Schedule) -> bool:
     return [a.routes[i] for i in a.route] == [b.routes[i] for i in b.route]
 
 
+#: Column types while a schedule is built and in the built schedule: src, dst, chunk, op, route.
+_COLUMN_TYPES = (np.int64, np.int64, np.int64, np.uint8, np.int64)
+#: Rows of the first block of a builder's columns; blocks double up to `_MAX_BLOCK_ROWS` rows
+#: (64 MB per int64 column: allocated and returned to the system whole, never fragmented).
+_FIRST_BLOCK_ROWS = 1 << 10
+_MAX_BLOCK_ROWS = 1 << 23
+
+
+class _ColumnBlocks:
+    """Transfers appended step by step into blocks of columns, read back step by step by `take`,
+    which frees every block it has read to its end: building a schedule of millions of transfers
+    then holds about one copy of its columns, not two."""
+
+    def __init__(self) -> None:
+        self.blocks: list[list[np.ndarray] | None] = []
+        self.used = 0  # rows filled in the last block
+        self.step_sizes: list[int] = []
+        self.total = 0
+        self._read_block = 0
+        self._read_row = 0
+
+    def append(self, columns: Sequence[Any], n: int) -> None:
+        """One step of ``n`` transfers; each column is an array of ``n`` values or a scalar."""
+        done = 0
+        while done < n:
+            if not self.blocks or self.used == self.blocks[-1][0].shape[0]:  # type: ignore[index]
+                rows = min(_MAX_BLOCK_ROWS, max(_FIRST_BLOCK_ROWS, self.total))
+                self.blocks.append([np.empty(rows, dtype=t) for t in _COLUMN_TYPES])
+                self.used = 0
+            block = self.blocks[-1]
+            assert block is not None
+            take = min(n - done, block[0].shape[0] - self.used)
+            for col, values in zip(block, columns):
+                col[self.used : self.used + take] = values if np.ndim(values) == 0 else values[done : done + take]
+            self.used += take
+            done += take
+        self.step_sizes.append(n)
+        self.total += n
+
+    def take(self, n: int) -> list[np.ndarray]:
+        """The next ``n`` rows (in append order) as five columns."""
+        pieces: list[list[np.ndarray]] = [[] for _ in _COLUMN_TYPES]
+        while n > 0:
+            block = self.blocks[self._read_block]
+            assert block is not None
+            filled = self.used if self._read_block == len(self.blocks) - 1 else block[0].shape[0]
+            part = min(n, filled - self._read_row)
+            for i, col in enumerate(block):
+                pieces[i].append(col[self._read_row : self._read_row + part])
+            self._read_row += part
+            n -= part
+            if self._read_row == block[0].shape[0]:
+                self.blocks[self._read_block] = None  # read to its end: free it
+                self._read_block += 1
+                self._read_row = 0
+        return [p[0] if len(p) == 1 else np.concatenate(p) if p else np.zeros(0, dtype=t) for p, t in zip(pieces, _COLUMN_TYPES)]
+
+
 class ScheduleBuilder:
     """Accumulates steps and produces a `Schedule` in canonical order.
 
     ``add_step`` takes `Transfer` objects or ``(src, dst, chunk[, op[, via]])`` tuples;
-    ``add_step_arrays`` takes numpy columns for vectorized synthesizers.
+    ``add_step_arrays`` takes numpy columns for vectorized synthesizers. `build` hands the
+    columns over to the schedule (the builder is empty afterwards).
     """
 
     def __init__(
@@ -205,7 +268,7 @@ class ScheduleBuilder:
         self.method = method
         self.params: dict[str, Any] = dict(params or {})
         self._routes: dict[tuple[str, ...], int] = {(): 0}
-        self._cols: list[tuple[np.ndarray, ...]] = []
+        self._columns = _ColumnBlocks()
 
     @classmethod
     def like(cls, schedule: Schedule) -> ScheduleBuilder:
@@ -226,7 +289,7 @@ class ScheduleBuilder:
 
     @property
     def num_steps(self) -> int:
-        return len(self._cols)
+        return len(self._columns.step_sizes)
 
     def add_step(self, transfers: Iterable[Transfer | tuple]) -> None:
         src: list[int] = []
@@ -246,72 +309,66 @@ class ScheduleBuilder:
             chunk.append(c)
             op.append(OP_CODES[o] if isinstance(o, str) else int(o))
             route.append(self.route_id(v) if v else 0)
-        self._cols.append(
-            (
-                np.asarray(src, dtype=np.int64),
-                np.asarray(dst, dtype=np.int64),
-                np.asarray(chunk, dtype=np.int64),
-                np.asarray(op, dtype=np.uint8),
-                np.asarray(route, dtype=np.int64),
-            )
-        )
+        columns = [np.asarray(col, dtype=t) for col, t in zip((src, dst, chunk, op, route), _COLUMN_TYPES)]
+        self._columns.append(columns, len(src))
 
     def add_step_arrays(self, src, dst, chunk, op=OP_COPY, route=0) -> None:
-        """Append a step from numpy columns; ``op`` and ``route`` may be scalars."""
+        """Append a step from numpy columns; ``dst``, ``chunk``, ``op`` and ``route`` may be
+        scalars."""
         src = np.asarray(src, dtype=np.int64)
         n = src.shape[0]
-        self._cols.append(
-            (
-                src,
-                np.broadcast_to(np.asarray(dst, dtype=np.int64), (n,)).copy(),
-                np.broadcast_to(np.asarray(chunk, dtype=np.int64), (n,)).copy(),
-                np.broadcast_to(np.asarray(op, dtype=np.uint8), (n,)).copy(),
-                np.broadcast_to(np.asarray(route, dtype=np.int64), (n,)).copy(),
-            )
-        )
+        columns = [src]
+        for values, t in zip((dst, chunk, op, route), _COLUMN_TYPES[1:]):
+            values = np.asarray(values, dtype=t)
+            if values.ndim and values.shape != (n,):
+                values = np.broadcast_to(values, (n,))
+            columns.append(values)
+        self._columns.append(columns, n)
 
     def extend(self, schedule: Schedule) -> None:
         """Append all steps of another schedule (same chunk numbering)."""
         remap = np.array([self.route_id(r) for r in schedule.routes], dtype=np.int64)
         for s in range(schedule.num_steps):
             sl = schedule.step_slice(s)
-            self._cols.append(
-                (
-                    schedule.src[sl].copy(),
-                    schedule.dst[sl].copy(),
-                    schedule.chunk[sl].copy(),
-                    schedule.op[sl].copy(),
-                    remap[schedule.route[sl]],
-                )
-            )
+            route = remap[schedule.route[sl]]
+            self._columns.append((schedule.src[sl], schedule.dst[sl], schedule.chunk[sl], schedule.op[sl], route), route.size)
 
     def build(self, *, normalize: bool = True, drop_empty: bool = True) -> Schedule:
         """The schedule. ``normalize`` sorts each step canonically and renumbers routes in sorted
-        order; ``drop_empty`` removes steps with no transfer."""
-        cols = [c for c in self._cols if not (drop_empty and c[0].shape[0] == 0)]
+        order; ``drop_empty`` removes steps with no transfer. The columns are handed over: the
+        builder holds no transfer afterwards."""
         routes_by_id = sorted(self._routes, key=self._routes.__getitem__)
         if normalize:
             order = sorted(range(len(routes_by_id)), key=lambda i: routes_by_id[i])  # () sorts first
             new_id = np.empty(len(routes_by_id), dtype=np.int64)
             new_id[order] = np.arange(len(order))
             routes = tuple(routes_by_id[i] for i in order)
+            renumber = not np.array_equal(new_id, np.arange(len(routes_by_id)))
         else:
-            new_id = np.arange(len(routes_by_id), dtype=np.int64)
             routes = tuple(routes_by_id)
-        parts: list[list[np.ndarray]] = [[], [], [], [], []]
+            renumber = False
+        store, self._columns = self._columns, _ColumnBlocks()
+        total = store.total
+        out = [np.empty(total, dtype=t) for t in _COLUMN_TYPES]
         starts = [0]
-        for src, dst, chunk, op, route in cols:
-            route = new_id[route]
-            if normalize and src.shape[0] > 1 and not _in_order((src, dst, chunk, op, route)):
+        at = 0
+        for size in store.step_sizes:
+            if size == 0:
+                if not drop_empty:
+                    starts.append(at)
+                continue
+            src, dst, chunk, op, route = store.take(size)
+            if renumber:
+                route = new_id[route]
+            if normalize and size > 1 and not _in_order((src, dst, chunk, op, route)):
                 perm = np.lexsort((route, op, chunk, dst, src))
                 src, dst, chunk, op, route = src[perm], dst[perm], chunk[perm], op[perm], route[perm]
-            for i, col in enumerate((src, dst, chunk, op, route)):
-                parts[i].append(col)
-            starts.append(starts[-1] + src.shape[0])
-
-        def cat(i: int, dtype) -> np.ndarray:
-            return np.concatenate(parts[i]).astype(dtype, copy=False) if parts[i] else np.zeros(0, dtype=dtype)
-
+            for col, values in zip(out, (src, dst, chunk, op, route)):
+                col[at : at + size] = values
+            at += size
+            starts.append(at)
+        for col in out:
+            col.setflags(write=False)  # handed to the schedule as they are (`_frozen`)
         return Schedule(
             collective=self.collective,
             topology_name=self.topology_name,
@@ -319,11 +376,11 @@ class ScheduleBuilder:
             method=self.method,
             params=self.params,
             step_starts=np.asarray(starts, dtype=np.int64),
-            src=cat(0, np.int64),
-            dst=cat(1, np.int64),
-            chunk=cat(2, np.int64),
-            op=cat(3, np.uint8),
-            route=cat(4, np.int64),
+            src=out[0],
+            dst=out[1],
+            chunk=out[2],
+            op=out[3],
+            route=out[4],
             routes=routes,
         )
 
