@@ -274,17 +274,17 @@ class _Archive:
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError, NotImplementedError) as exc:
             raise self.error(name, f"cannot be read ({exc})") from None
 
-    def read_into(self, name: str, stream, view: memoryview) -> None:
-        """Fill ``view`` from the member's stream and check that the member ends there (which
-        also checks its CRC)."""
+    def read_into(self, name: str, stream, view: memoryview, *, last: bool = True) -> None:
+        """Fill ``view`` from the member's stream; if it is the ``last`` part, check that the
+        member ends there (which also checks its CRC)."""
         filled = 0
         try:
             while filled < len(view):
                 got = stream.readinto(view[filled : filled + READ_BLOCK])
                 if not got:
-                    raise self.error(name, f"ends after {filled} of {len(view)} data bytes (truncated)")
+                    raise self.error(name, "ends before its data does (truncated)")
                 filled += got
-            if stream.read(1):
+            if last and stream.read(1):
                 raise self.error(name, "holds bytes after its data")
         except InputError:
             raise
@@ -381,13 +381,20 @@ def _read_column(archive: _Archive, name: str, length: int, memory_dtype: np.dty
                 member,
                 f"declares {info.file_size} bytes; its header and {length} values make {stream.tell() + length * dtype.itemsize}",
             )
+        out = np.empty(length, dtype=memory_dtype)
         if dtype == memory_dtype:
-            out = np.empty(length, dtype=memory_dtype)
             archive.read_into(member, stream, memoryview(out).cast("B"))
-            return out
-        raw = np.empty(length, dtype=dtype)
-        archive.read_into(member, stream, memoryview(raw).cast("B"))
-    return raw.astype(memory_dtype)
+        else:  # converted a block at a time: no second copy of the column
+            rows = max(1, READ_BLOCK // dtype.itemsize)
+            buffer = np.empty(min(rows, length), dtype=dtype)
+            for lo in range(0, length, rows):
+                part = buffer[: min(rows, length - lo)]
+                archive.read_into(member, stream, memoryview(part).cast("B"), last=lo + rows >= length)
+                out[lo : lo + part.size] = part
+            if not length:
+                archive.read_into(member, stream, memoryview(buffer).cast("B"))
+    out.setflags(write=False)  # handed to the schedule as it is
+    return out
 
 
 def read_schedule_npz(path: str | Path) -> Schedule:
