@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import stat
 import zipfile
 from collections.abc import Iterable
@@ -34,6 +33,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from synth.errors import InputError
+from synth.memory import available_memory, format_bytes
 from synth.schedule import Schedule, _header, schedule_from_document
 
 #: The first bytes of every zip archive (JSON text never starts with them).
@@ -199,30 +199,6 @@ def is_zip_file(path: str | Path) -> bool:
         return False
     with os.fdopen(fd, "rb") as fh:
         return fh.read(len(ZIP_MAGIC)) == ZIP_MAGIC
-
-
-def _available_memory() -> int:
-    """Bytes this process may still allocate, as far as it can tell (MemAvailable, ``ulimit -v``)."""
-    have = 1 << 62
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    have = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
-        have = min(have, soft)
-    return have
-
-
-def _format_bytes(n: float) -> str:
-    for unit, factor in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= factor:
-            return f"{n / factor:.1f} {unit}"
-    return f"{int(n)} B"
 
 
 class _Archive:
@@ -415,12 +391,12 @@ def _read(archive: _Archive, source: str) -> Schedule:
     info = archive.members[HEADER_MEMBER]
     if info.file_size > MAX_HEADER_BYTES:
         raise archive.error(
-            HEADER_MEMBER, f"declares {_format_bytes(info.file_size)}; a header takes at most {_format_bytes(MAX_HEADER_BYTES)}"
+            HEADER_MEMBER, f"declares {format_bytes(info.file_size)}; a header takes at most {format_bytes(MAX_HEADER_BYTES)}"
         )
-    have = _available_memory()
+    have = available_memory()
     if info.file_size * HEADER_MEMORY_FACTOR > have:
         raise archive.error(
-            HEADER_MEMBER, f"parsing its {_format_bytes(info.file_size)} would need more than the {_format_bytes(have)} available"
+            HEADER_MEMBER, f"parsing its {format_bytes(info.file_size)} would need more than the {format_bytes(have)} available"
         )
     data = bytearray(info.file_size)
     with archive.open(HEADER_MEMBER) as stream:
@@ -434,13 +410,13 @@ def _read(archive: _Archive, source: str) -> Schedule:
     num_transfers = _count(header, "num_transfers", source, MAX_TRANSFERS)
     routes = _routes(header, source)
     need = num_transfers * READ_BYTES_PER_TRANSFER + (num_steps + 1) * 8
-    have = _available_memory()
+    have = available_memory()
     if need > have:
         raise InputError(
             source,
             f"{HEADER_MEMBER}: num_transfers",
             num_transfers,
-            f"reading this schedule would need about {_format_bytes(need)}; {_format_bytes(have)} is available",
+            f"reading this schedule would need about {format_bytes(need)}; {format_bytes(have)} is available",
         )
     step_starts = _read_column(archive, "step_starts", num_steps + 1, np.dtype(np.int64))
     _check_step_starts(step_starts, num_transfers, source)
