@@ -305,12 +305,23 @@ def fattree(
     oversubscription: float = 4.0,
     spines: int = 2,
     spine_latency: float = 0.5,
+    pods: int = 1,
+    cores: int | None = None,
+    core_oversubscription: float = 1.0,
+    core_latency: float = 0.5,
     name: str | None = None,
     description: str | None = None,
 ) -> Topology:
     """Racks of NVSwitch servers: each GPU has its own NIC to its rack's top-of-rack switch; every
     top-of-rack switch has one uplink to each spine, together ``1/oversubscription`` of its
-    downlink bandwidth (so 4 means 4:1 oversubscribed)."""
+    downlink bandwidth (so 4 means 4:1 oversubscribed).
+
+    With ``pods`` > 1, a three-tier fat-tree: ``pods`` copies of that two-tier network (each of
+    ``racks`` racks, with its own ``spines``, the aggregation switches), joined by ``cores`` core
+    switches (default: as many as spines per pod); every aggregation switch has one link to each
+    core switch, together ``1/core_oversubscription`` of what its racks send up to it (1: the
+    core is not oversubscribed). Names then start with the pod: ``p0r1s2-gpu3``, ``p0-tor1``,
+    ``p0-spine0``, ``core0``; with one pod they are those of the two-tier tree."""
     _check_positive(
         racks=racks,
         servers=servers,
@@ -319,30 +330,49 @@ def fattree(
         nic_bandwidth=nic_bandwidth,
         oversubscription=oversubscription,
         spines=spines,
+        pods=pods,
+        core_oversubscription=core_oversubscription,
+    )
+    cores = spines if cores is None else cores
+    _check_positive(cores=cores)
+    tiers = "" if pods == 1 else f"{pods} pod(s) x "
+    default_name = f"fattree{racks}x{servers}x{gpus}" if pods == 1 else f"fattree{pods}x{racks}x{servers}x{gpus}"
+    core_text = (
+        ""
+        if pods == 1
+        else f" Pods joined by {cores} core switch(es), {core_oversubscription:g}:1 from each pod's spines (aggregation)."
     )
     doc = _Doc(
-        name or f"fattree{racks}x{servers}x{gpus}",
+        name or default_name,
         description
         or (
-            f"{racks} rack(s) x {servers} server(s) x {gpus} GPU(s); NVSwitch at {nvlink_bandwidth:g} GB/s per GPU; "
+            f"{tiers}{racks} rack(s) x {servers} server(s) x {gpus} GPU(s); NVSwitch at {nvlink_bandwidth:g} GB/s per GPU; "
             f"one {nic_bandwidth:g} GB/s NIC per GPU to the top-of-rack switch; {oversubscription:g}:1 to {spines} spine(s)."
+            f"{core_text}"
         ),
     )
     uplink = servers * gpus * nic_bandwidth / oversubscription / spines
-    spine_names = [doc.switch(f"spine{k}") for k in range(spines)] if racks > 1 else []
-    for r in range(racks):
-        tor = doc.switch(f"tor{r}")
-        for k in spine_names:
-            doc.link(tor, k, uplink, spine_latency)
-        for s in range(servers):
-            host = f"r{r}s{s}"
-            gpu_names = [doc.rank(f"{host}-gpu{g}", host) for g in range(gpus)]
-            sw = doc.switch(f"{host}-nvswitch", host)
-            for g, gname in enumerate(gpu_names):
-                doc.link(gname, sw, nvlink_bandwidth, nvlink_latency)
-                nic = doc.switch(f"{host}-nic{g}", host)
-                doc.link(gname, nic, nic_bandwidth, gpu_nic_latency)
-                doc.link(nic, tor, nic_bandwidth, nic_latency)
+    core_names = [doc.switch(f"core{k}") for k in range(cores)] if pods > 1 else []
+    for pod in range(pods):
+        prefix = "" if pods == 1 else f"p{pod}"
+        dash = "" if pods == 1 else f"{prefix}-"
+        spine_names = [doc.switch(f"{dash}spine{k}") for k in range(spines)] if racks > 1 or pods > 1 else []
+        for spine in spine_names:
+            for core in core_names:
+                doc.link(spine, core, racks * uplink / core_oversubscription / cores, core_latency)
+        for r in range(racks):
+            tor = doc.switch(f"{dash}tor{r}")
+            for k in spine_names:
+                doc.link(tor, k, uplink, spine_latency)
+            for s in range(servers):
+                host = f"{prefix}r{r}s{s}"
+                gpu_names = [doc.rank(f"{host}-gpu{g}", host) for g in range(gpus)]
+                sw = doc.switch(f"{host}-nvswitch", host)
+                for g, gname in enumerate(gpu_names):
+                    doc.link(gname, sw, nvlink_bandwidth, nvlink_latency)
+                    nic = doc.switch(f"{host}-nic{g}", host)
+                    doc.link(gname, nic, nic_bandwidth, gpu_nic_latency)
+                    doc.link(nic, tor, nic_bandwidth, nic_latency)
     return doc.build()
 
 

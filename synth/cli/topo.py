@@ -274,19 +274,14 @@ def gen_pcie(sockets, switches_per_socket, gpus_per_switch, pcie_bandwidth, inte
 @click.option("--nvlink-bandwidth", type=float, default=300.0, show_default=True, help="NVSwitch GB/s per GPU.")
 @click.option("--nic-bandwidth", type=float, default=50.0, show_default=True, help="GB/s per NIC (one per GPU).")
 @click.option("--oversubscription", type=float, default=4.0, show_default=True, help="ToR downlink : uplink ratio.")
-@click.option("--spines", type=int, default=2, show_default=True)
+@click.option("--spines", type=int, default=2, show_default=True, help="Spine switches (per pod with --pods).")
+@click.option("--pods", type=int, default=1, show_default=True, help="Pods of --racks racks, joined by core switches (3 tiers).")
+@click.option("--cores", type=int, default=None, help="Core switches with --pods (default: as many as --spines).")
+@click.option(
+    "--core-oversubscription", type=float, default=1.0, show_default=True, help="Spine (aggregation) : core ratio, with --pods."
+)
 @_common
-def gen_fattree(racks, servers, gpus, nvlink_bandwidth, nic_bandwidth, oversubscription, spines, name, output):
-    """Multi-rack fat-tree of NVSwitch servers with top-of-rack and spine switches."""
-    _generate(
-        gen.fattree,
-        output,
-        racks=racks,
-        servers=servers,
-        gpus=gpus,
-        nvlink_bandwidth=nvlink_bandwidth,
-        nic_bandwidth=nic_bandwidth,
-        oversubscription=oversubscription,
-        spines=spines,
-        name=name,
-    )
+def gen_fattree(output, **options):
+    """Multi-rack fat-tree of NVSwitch servers with top-of-rack and spine switches; with --pods,
+    three tiers: pods of racks, joined by core switches."""
+    _generate(gen.fattree, output, **options)
