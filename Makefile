@@ -1,19 +1,45 @@
-# Everything installs itself into .venv from PyPI (numpy, pulp+HiGHS, MPI from the mpich wheel).
+# Everything installs itself into .venv from PyPI (numpy, pulp+HiGHS, MPI from the mpich wheel), at the
+# exact versions and hashes of requirements.lock, so every machine runs the same solvers.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+LOCK   := requirements.lock
+# The extras (pyproject.toml's [project.optional-dependencies]) that the lock covers and make setup
+# installs: adding an extra is adding its name here, then `make lock`.
+EXTRAS := dev mpi plot
 
-.PHONY: setup demo test test-all lint bench generated topologies images clean
+.PHONY: setup setup-browser lock demo test test-all lint bench generated topologies images clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,mpi,plot]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+## Headless Chromium (Debian's package), which tests/test_report.py renders the HTML report with; make test
+## runs this first. Where it cannot be installed (no apt-get, no root or sudo) it says so, and that test is
+## skipped with the reason (under CI=true it fails instead: CI must cover the rendering).
+setup-browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+		echo "setup-browser: installing Debian's chromium with apt-get (headless, for tests/test_report.py)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		{ $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+		  || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; } \
+		|| echo "setup-browser: could not install chromium (needs apt-get and root); tests/test_report.py will skip its rendering test"; \
+	fi
+
+## Re-resolve requirements.lock from pyproject.toml: PyPI only (no local index or wheel folder), one version of each
+## package for every platform and Python >= 3.11, with hashes. Pins already in the lock are kept when they still fit;
+## `make lock ARGS=--upgrade` moves every pin to the newest release (ARGS='--upgrade-package highspy' one package).
+lock: $(STAMP)
+	env -u UV_INDEX -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS -u UV_CONSTRAINT \
+		$(BIN)/uv pip compile pyproject.toml $(addprefix --extra ,$(EXTRAS)) --no-config --universal --fork-strategy fewest \
+		--python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock' -o $(LOCK) $(ARGS)
 
 ## The main job: synthesize an allreduce for a DGX-1, verify it, predict its time, compare every method with the bound, run it.
 demo: $(STAMP)
@@ -24,12 +50,16 @@ demo: $(STAMP)
 	$(BIN)/synth compare dgx1 --collective allreduce --sizes 1KiB,1GiB
 	$(BIN)/synth run out/dgx1-allreduce-ring.json --size 1KiB,1MiB
 
-## The test suite (slow cases excluded; see test-all).
-test: $(STAMP)
-	$(BIN)/python -m pytest -q
+## The test suite (slow cases excluded; see test-all), on every core with pytest-xdist (a worker takes the next
+## test when it is free: the durations are uneven). WORKERS=0 runs it in this process, e.g. to debug.
+WORKERS ?= auto
+PYTEST  := $(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal
 
-test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m ''
+test: $(STAMP) setup-browser
+	$(PYTEST)
+
+test-all: $(STAMP) setup-browser
+	$(PYTEST) -m ''
 
 lint: $(STAMP)
 	$(BIN)/ruff check synth tests benchmarks

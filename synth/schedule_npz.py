@@ -28,13 +28,15 @@ import stat
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
 from synth.errors import InputError
-from synth.memory import available_memory, format_bytes
-from synth.schedule import Schedule, _header, schedule_from_document
+from synth.limits import available_memory, format_bytes
+
+if TYPE_CHECKING:
+    from synth.schedule import Schedule
 
 #: The first bytes of every zip archive (JSON text never starts with them).
 ZIP_MAGIC = b"PK"
@@ -119,9 +121,10 @@ def canonical_routes(schedule: Schedule) -> tuple[list[tuple[str, ...]], np.ndar
     return table, remap
 
 
-def header_document(schedule: Schedule, routes: Iterable[tuple[str, ...]]) -> dict[str, Any]:
-    """``header.json``: the JSON file's top-level fields but ``steps``, with the counts and routes."""
-    doc = _header(schedule)
+def header_document(schedule: Schedule, header: dict[str, Any], routes: Iterable[tuple[str, ...]]) -> dict[str, Any]:
+    """``header.json``: ``header`` (the JSON file's top-level fields but ``steps``) with the counts
+    and routes."""
+    doc = dict(header)
     doc["num_steps"] = schedule.num_steps
     doc["num_transfers"] = schedule.num_transfers
     doc["routes"] = [list(r) for r in routes]
@@ -147,10 +150,11 @@ def _write_column(archive: zipfile.ZipFile, name: str, column: np.ndarray, dtype
             out.write(memoryview(np.ascontiguousarray(part, dtype=dtype)).cast("B"))
 
 
-def write_schedule_npz(schedule: Schedule, fh: BinaryIO) -> None:
-    """Write ``schedule`` in the columnar encoding to the binary file ``fh`` (seekable)."""
+def write_schedule_npz(schedule: Schedule, header: dict[str, Any], fh: BinaryIO) -> None:
+    """Write ``schedule`` in the columnar encoding to the binary file ``fh`` (seekable);
+    ``header`` holds the JSON file's top-level fields but ``steps``."""
     routes, remap = canonical_routes(schedule)
-    header = json.dumps(header_document(schedule, routes), sort_keys=True, ensure_ascii=True) + "\n"
+    text = json.dumps(header_document(schedule, header, routes), sort_keys=True, ensure_ascii=True) + "\n"
     route = schedule.route if remap is None else remap[schedule.route]
     columns = {
         "step_starts": (schedule.step_starts, np.dtype("<i8")),
@@ -161,19 +165,12 @@ def write_schedule_npz(schedule: Schedule, fh: BinaryIO) -> None:
         "route": (route, np.dtype("<i4") if len(routes) <= np.iinfo(np.int32).max else np.dtype("<i8")),
     }
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        data = header.encode("ascii")
+        data = text.encode("ascii")
         with archive.open(_member(HEADER_MEMBER, len(data)), "w") as out:
             out.write(data)
         for name in COLUMNS:
             column, dtype = columns[name]
             _write_column(archive, name, column, dtype)
-
-
-def save_schedule_npz(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
-    """Write a ``.npz`` schedule file atomically; refuses to overwrite any path in ``protect``."""
-    from synth.fileio import write_stream_atomic
-
-    return write_stream_atomic(path, lambda fh: write_schedule_npz(schedule, fh), protect=protect)
 
 
 # ======================================================================================= reading
@@ -373,8 +370,10 @@ def _read_column(archive: _Archive, name: str, length: int, memory_dtype: np.dty
     return out
 
 
-def read_schedule_npz(path: str | Path) -> Schedule:
-    """Read a ``.npz`` schedule file (structure only; run `synth.verify.verify` to check it)."""
+def read_npz_document(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read a ``.npz`` schedule file: the schedule document without its steps (the JSON file's
+    top-level fields) and its checked columns, for `synth.schedule.schedule_from_document`
+    (which checks the rest; `synth.verify.verify` checks the transfers' meaning)."""
     source = str(path)
     fd = _open_regular(path)
     if fd is None:
@@ -387,7 +386,7 @@ def read_schedule_npz(path: str | Path) -> Schedule:
         return _read(_Archive(fh, source), source)
 
 
-def _read(archive: _Archive, source: str) -> Schedule:
+def _read(archive: _Archive, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
     info = archive.members[HEADER_MEMBER]
     if info.file_size > MAX_HEADER_BYTES:
         raise archive.error(
@@ -437,7 +436,7 @@ def _read(archive: _Archive, source: str) -> Schedule:
     columns["route"] = route
     doc = {k: v for k, v in header.items() if k not in ("num_steps", "num_transfers", "routes")}
     doc["steps"] = []
-    return schedule_from_document(doc, source=source, columns=columns)
+    return doc, columns
 
 
 def _check_step_starts(step_starts: np.ndarray, num_transfers: int, source: str) -> None:

@@ -12,7 +12,7 @@ from synth.builtin import BUILTIN_NAMES, get_topology
 
 REPO = Path(__file__).resolve().parent.parent
 #: Real NCCL and MSCCL files, kept beside the checkout (../shared/reference/realdata, with their
-#: provenance in its SOURCES.md); tests that read them skip, saying so, when it is absent.
+#: provenance beside them); tests that read them skip, saying so, when it is absent.
 REALDATA = REPO.parent / "shared" / "reference" / "realdata"
 
 
@@ -77,22 +77,15 @@ CHROMIUM_FLAGS = (
 
 @pytest.fixture(scope="session")
 def chromium() -> Path:
-    """Debian's Chromium, installed quietly with apt-get when missing. A test that needs it fails
-    (it is not skipped) when it cannot be installed."""
-    import shutil
-    import subprocess
+    """Debian's headless Chromium, which the set-up installs (`make setup-browser`, run by `make
+    test`): tests never install anything on the host. Absent, the test is skipped saying so; under
+    CI (CI=true, where .ci/run's make test installs it) it fails, so CI never loses the rendering
+    check quietly."""
+    import os
 
     if not CHROMIUM.exists():
-        apt = shutil.which("apt-get")
-        if apt is None:
-            pytest.fail("headless Chromium is needed (/usr/bin/chromium) and apt-get is not available to install it")
-        env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-        install = [apt, "install", "-y", "-qq", "--no-install-recommends", "chromium"]
-        done = subprocess.run(install, capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            subprocess.run([apt, "update", "-qq"], capture_output=True, text=True, env=env)
-            done = subprocess.run(install, capture_output=True, text=True, env=env)
-        if done.returncode != 0 or not CHROMIUM.exists():
-            why = done.stderr.strip()[-500:]
-            pytest.fail(f"could not install Debian's chromium with apt-get (exit {done.returncode}): {why}")
+        why = f"headless Chromium is not installed ({CHROMIUM}); `make setup-browser` installs Debian's chromium"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(why)
+        pytest.skip(why)
     return CHROMIUM

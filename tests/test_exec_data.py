@@ -68,3 +68,26 @@ def test_count_wrong():
     assert data.count_wrong(got, want, 4) == 2
     assert data.count_wrong(np.array([1, 2], np.int8), np.array([1, 3], np.int8), 4) == 1
     assert data.tolerance(np.int32, 8) == 0.0 and data.tolerance(np.float32, 8) > 0
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_inputs_and_checks_do_not_depend_on_the_block_size(kind):
+    """Inputs are generated and results checked a block at a time (bounded memory at any size):
+    the values and the wrong counts are the same whatever the block."""
+    r, m = 4, 37
+    c = Collective(kind, r, 2, 1 if kind in (Kind.SCATTER, Kind.BROADCAST, Kind.GATHER, Kind.REDUCE) else None)
+    layout = Layout(c, np.int32, m)
+    op = data.OPS["max"] if c.is_reduction else None
+    ticks = []
+    for rank in range(r):
+        whole = data.send_data(layout, rank, op, 5)
+        blocked = data.send_data(layout, rank, op, 5, block=7, tick=lambda: ticks.append(1))
+        assert (whole is None and blocked is None) or np.array_equal(whole, blocked)
+        want = data.expected_output(layout, rank, op, 5)
+        if want is None:
+            continue
+        assert np.array_equal(want, data.expected_output(layout, rank, op, 5, block=7))
+        got = want.copy()
+        got[::5] = data.poison_value(layout.dtype)
+        assert data.check_rank(layout, rank, got, op, 5, block=7) == data.check_rank(layout, rank, got, op, 5) > 0
+    assert ticks  # a sign of life per block

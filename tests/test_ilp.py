@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.bounds import bound_model
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
@@ -23,6 +22,7 @@ from synth.ilp.pareto import pareto_frontier
 from synth.ilp.search import minimum_steps
 from synth.ilp.solve import LinearModel, solve
 from synth.ilp.symmetry import find_symmetry
+from synth.registry import synthesize
 from synth.schedule import schedule_to_json
 from synth.verify import verify
 
@@ -31,15 +31,21 @@ from .test_bounds_sound import random_topology
 ROOTED = (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER)
 
 
+#: The default time limit of these solves: they end at their proof in seconds; the limit is there
+#: against a hang, generous so that a loaded machine (pytest-xdist workers, other users) does not
+#: turn a proof into a time-out.
+TIME_LIMIT = 120
+
+
 def ilp(topology, kind, *, root=None, chunks=None, **options):
-    options.setdefault("time_limit", 30)
+    options.setdefault("time_limit", TIME_LIMIT)
     if kind in ROOTED and root is None:
         root = 0
     return synthesize(topology, kind, "ilp", root=root, chunks=chunks, options=options)
 
 
 def outcome_of(topology, kind, k=1, root=None, **options):
-    options.setdefault("time_limit", 30)
+    options.setdefault("time_limit", TIME_LIMIT)
     return solve_collective(topology, Collective(kind, topology.num_ranks, k, root), IlpOptions(**options))
 
 
@@ -226,11 +232,16 @@ def test_symmetry_is_a_restriction_and_says_so():
     assert symmetric.restrictions == ("invariant under 4 automorphisms",)
 
 
-def test_dgx1_alltoall_meets_its_bound_in_three_steps():
+def test_dgx1_alltoall_meets_its_bound_within_three_steps():
     """16 of the 56 pair-chunks of each direction cross the DGX-1's 6-NVLink bisection, so
-    alltoall needs 16k/6 = 8k/3 rounds; with k = 3 chunks per pair, 8 rounds in 3 steps."""
-    outcome = outcome_of(gen.dgx1(), Kind.ALLTOALL, 3, steps=3, objective="rounds", time_limit=120)
-    assert (outcome.steps, outcome.rounds, outcome.status, outcome.meets_lower_bound) == (3, 8, "optimal", True)
+    alltoall needs 16k/6 = 8k/3 rounds; with k = 3 chunks per pair, 8 rounds within 3 steps.
+    Several schedules are optimal (HiGHS 1.15 returned one of 3 steps, 1.16 one of 2 steps, an
+    empty step left out): the test asks what every one of them has, not which one a solver picks."""
+    dgx1 = gen.dgx1()
+    outcome = outcome_of(dgx1, Kind.ALLTOALL, 3, steps=3, objective="rounds", time_limit=120)
+    assert (outcome.rounds, outcome.status, outcome.meets_lower_bound) == (8, "optimal", True)
+    assert 2 <= outcome.steps <= 3 and outcome.schedule.num_steps == outcome.steps  # 2: the diameter
+    assert verify(outcome.schedule, dgx1).ok
 
 
 def test_pipelined_waves_repeat_one_template():
@@ -344,7 +355,9 @@ def test_cbc_warm_start_and_time_limit(builtin):
     form = Formulation(topo, Collective(Kind.ALLGATHER, 16, 1), 3, size=1 << 30, group=find_symmetry(topo))
     first = solve(form.model, progress=lambda p: p.event == "solution", time_limit=60)
     assert first.values is not None
-    result = solve(form.model, solver="cbc", time_limit=2, warm_start=first.values)
+    # CBC leaves a 21% gap after 40 s here, so the limit always cuts it; 6 s rather than 2 so that,
+    # on a loaded machine, CBC has read the model and its start by then (2 s once ended "unknown")
+    result = solve(form.model, solver="cbc", time_limit=6, warm_start=first.values)
     assert result.status == "feasible" and result.stopped_by == "time limit"
     assert result.objective <= first.objective + 1e-6
     assert form.model.violation(result.values) is None

@@ -23,6 +23,7 @@ from synth.schedule import (
     load_schedule,
     save_schedule,
     schedule_from_steps,
+    schedule_header,
     schedule_to_json,
 )
 from synth.schedule_npz import npy_header, write_schedule_npz
@@ -45,7 +46,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def npz_bytes(schedule: Schedule) -> bytes:
     out = io.BytesIO()
-    write_schedule_npz(schedule, out)
+    write_schedule_npz(schedule, schedule_header(schedule), out)
     return out.getvalue()
 
 

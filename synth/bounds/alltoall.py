@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.bounds.cuts import Cut, min_cut_between
+from synth.solver_output import native_stdout_to_stderr, new_highs
 from synth.topology import Topology
 
 INF = float("inf")
@@ -256,8 +257,7 @@ def _solve_highs(topology: Topology) -> tuple[float, np.ndarray] | None:
     lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
     lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
     lp.a_matrix_.value_ = np.array(value, dtype=np.float64)
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("random_seed", 0)
     h.passModel(lp)
     h.run()
@@ -294,7 +294,7 @@ def _solve_cbc(topology: Topology) -> tuple[float, np.ndarray] | None:
         # pulp 3.3 announces that its bundled CBC moves to an extra in pulp 4; it is still here
         warnings.simplefilter("ignore", DeprecationWarning)
         prob.solve(pulp.PULP_CBC_CMD(msg=False))
-    if prob.sol_status != 1:  # 1 = proven optimal (TOOLING.md: not LpStatus)
+    if prob.sol_status != 1:  # 1 = proven optimal (pulp's LpStatus can say Optimal after a time limit)
         return None
     duals = np.array([abs(constraints[i - cap_row0].pi or 0.0) for i in range(cap_row0, num_rows)])
     return float(pulp.value(prob.objective)) / scale, duals
@@ -311,7 +311,9 @@ def alltoall_flow_lp(topology: Topology, solver: str = "highs") -> FlowLP | None
         return None
     for solve in order:
         try:
-            result = solve(topology)
+            # whatever a solver library prints is a diagnostic, never part of our stdout (--json)
+            with native_stdout_to_stderr():
+                result = solve(topology)
         except ImportError:
             continue
         if result is None:

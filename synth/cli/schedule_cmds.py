@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
-from synth.algorithms import METHODS, make_collective, synthesize
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, verify_or_exit
+from synth.cli._util import COLLECTIVE_CHOICE, load_located_topology, schedule_topology_arg, verify_or_exit
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
 from synth.generated import entry_count, regenerate, schedule_filename
+from synth.limits import check_collective_size
 from synth.progress import Progress
+from synth.registry import METHODS, make_collective, synthesize
 from synth.schedule import load_schedule, save_schedule
 from synth.schedule_npz import is_npz_path
 from synth.units import parse_sizes
@@ -63,13 +64,15 @@ def method_options(method: str, seed, seeds, sizes_text) -> dict:
 @click.option("-o", "--output", default=None, help="Schedule file (default: generated/<topology>/<collective>-<method>.json).")
 def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, sizes_text, quiet, output):
     """Synthesize a schedule for a collective on TOPOLOGY (file or built-in name), verify it, write it."""
-    topo, source = load_topology_arg(topology)
+    topo, location = load_located_topology(topology)
+    source = str(location.path)
     kind = parse_kind(collective)
     try:
         coll = make_collective(topo, kind, method, root, chunks)
     except ValueError as exc:
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
+    check_collective_size(coll, "synth synthesize", "--chunks", chunks)
     options = method_options(method, seed, seeds, sizes_text)
     unit = "candidate" if method == "auto" else "delivery"
     with Progress(None, method, quiet=quiet, unit=unit) as bar:
@@ -88,8 +91,8 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
         k = schedule.collective.chunks_per_piece
         name = schedule_filename(kind, method, coll.root, None if k == default_k else k)
         output = str(Path("generated") / topo.name / name)
-    save_schedule(schedule, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = save_schedule(schedule, output, protect=[source], topology_source=location.recorded_for(output))
+    click.echo(f"{written.verb} {output}")
     for line in schedule.params.get("explanation", []):
         click.echo(line)
     click.echo(f"verified: {schedule.summary()}")
@@ -114,9 +117,9 @@ def convert_cmd(source, output):
     verified (no topology is needed); the transfers, steps and header are carried over exactly,
     so converting back gives the same bytes as a file synth wrote."""
     sched = load_schedule(source)
-    save_schedule(sched, output, protect=[source])
+    written = save_schedule(sched, output, protect=[source])
     encoding = "columnar .npz" if is_npz_path(output) else "JSON"
-    click.echo(f"wrote {output} ({encoding}): {sched.summary()}")
+    click.echo(f"{written.verb} {output} ({encoding}): {sched.summary()}")
 
 
 @click.command("methods", short_help="List synthesizers and the collectives they serve.")

@@ -14,6 +14,9 @@ regenerated and combined with the operator). Integers are compared exactly; floa
 results with a relative tolerance, as nccl-tests does (with these inputs every correct schedule
 gives the exact result in any order of reduction, so the tolerance only matters for sums beyond
 the exact range).
+
+Inputs are written and results checked ``BLOCK`` elements at a time, so that besides the buffers
+themselves a rank needs at most `WORKING_BYTES` of memory, whatever the size of the run.
 """
 
 from __future__ import annotations
@@ -88,6 +91,13 @@ def exact_limit(dtype: np.dtype) -> int:
     return min(int(np.iinfo(dtype).max), 2**31)
 
 
+#: elements generated or checked at a time
+BLOCK = 1 << 20
+#: the most temporary memory a rank needs to generate or check one block (index, hashes, the
+#: reference, float64 copies for the comparison): a bound, for the memory check before a run
+WORKING_BYTES = 64 * BLOCK
+
+
 def _hash(index: np.ndarray, salt: int) -> np.ndarray:
     """A well-spread uint64 per element index (Knuth's multiplicative hash, salted)."""
     with np.errstate(over="ignore"):
@@ -100,8 +110,12 @@ def _hash(index: np.ndarray, salt: int) -> np.ndarray:
 # ================================================================================= inputs
 def payload(dtype: np.dtype, start: int, stop: int, seed: int = 0) -> np.ndarray:
     """The data of a non-reduction collective: element g of the logical whole (see `send_data`)."""
+    return _payload_at(dtype, np.arange(start, stop, dtype=np.int64), seed)
+
+
+def _payload_at(dtype: np.dtype, index: np.ndarray, seed: int) -> np.ndarray:
     limit = min(exact_limit(dtype), 2**20)
-    values = _hash(np.arange(start, stop, dtype=np.int64), seed) % np.uint64(limit)
+    values = _hash(index, seed) % np.uint64(limit)
     return values.astype(dtype)
 
 
@@ -128,9 +142,37 @@ def contribution(layout: Layout, op: ReduceOp, rank: int, start: int, stop: int,
     return values.astype(dtype)
 
 
-def send_data(layout: Layout, rank: int, op: ReduceOp | None, seed: int = 0) -> np.ndarray | None:
+Values = Callable[[int, int], np.ndarray]
+
+
+def _send_values(layout: Layout, rank: int, op: ReduceOp | None, seed: int) -> Values:
+    """Elements ``lo … hi−1`` of ``rank``'s send buffer (see `send_data`)."""
+    m, r, kind = layout.count, layout.num_ranks, layout.kind
+    if layout.collective.is_reduction:
+        assert op is not None
+        return lambda lo, hi: contribution(layout, op, rank, lo, hi, seed)
+    if kind in (Kind.ALLGATHER, Kind.GATHER):
+        base = rank * m
+    elif kind is Kind.ALLTOALL:
+        base = rank * r * m
+    else:
+        base = 0  # broadcast, scatter (root)
+    return lambda lo, hi: payload(layout.dtype, base + lo, base + hi, seed)
+
+
+def send_data(
+    layout: Layout,
+    rank: int,
+    op: ReduceOp | None,
+    seed: int = 0,
+    *,
+    out: np.ndarray | None = None,
+    block: int = BLOCK,
+    tick: Callable[[], None] | None = None,
+) -> np.ndarray | None:
     """The contents of ``rank``'s send buffer (None where it is not read: non-roots of broadcast
-    and scatter).
+    and scatter), written into ``out`` if given, ``block`` elements at a time (calling ``tick``
+    after each, a sign of life for a watchdog).
 
     Non-reductions send slices of one logical whole of payload values: element j of part p is
     payload ``p·m + j`` where p is the piece's owner (allgather, gather), the part (scatter,
@@ -138,15 +180,44 @@ def send_data(layout: Layout, rank: int, op: ReduceOp | None, seed: int = 0) -> 
     contribution to every element."""
     if not layout.sends_data(rank):
         return None
-    m, r, kind = layout.count, layout.num_ranks, layout.kind
+    n = layout.send_count
+    values = _send_values(layout, rank, op, seed)
+    if out is None:
+        out = np.empty(n, dtype=layout.dtype)
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        out[lo:hi] = values(lo, hi)
+        if tick is not None:
+            tick()
+    return out
+
+
+def _expected_values(layout: Layout, rank: int, op: ReduceOp | None, seed: int, tick: Callable[[], None] | None) -> Values:
+    """Elements ``lo … hi−1`` of what ``rank``'s receive buffer must hold (see `expected_output`)."""
+    m, r, kind, dtype = layout.count, layout.num_ranks, layout.kind, layout.dtype
     if layout.collective.is_reduction:
         assert op is not None
-        return contribution(layout, op, rank, 0, layout.send_count, seed)
-    if kind in (Kind.ALLGATHER, Kind.GATHER):
-        return payload(layout.dtype, rank * m, (rank + 1) * m, seed)
-    if kind is Kind.ALLTOALL:
-        return payload(layout.dtype, rank * r * m, (rank + 1) * r * m, seed)
-    return payload(layout.dtype, 0, layout.send_count, seed)  # broadcast, scatter (root)
+        base = rank * m if kind is Kind.REDUCE_SCATTER else 0
+
+        def reduced(lo: int, hi: int) -> np.ndarray:
+            acc = contribution(layout, op, 0, base + lo, base + hi, seed)
+            for other in range(1, r):
+                op(acc, contribution(layout, op, other, base + lo, base + hi, seed), out=acc)
+                if tick is not None:
+                    tick()
+            return acc
+
+        return reduced
+    if kind is Kind.ALLTOALL:  # part s came from rank s: its block for this rank
+
+        def exchanged(lo: int, hi: int) -> np.ndarray:
+            index = np.arange(lo, hi, dtype=np.int64)
+            source, offset = np.divmod(index, max(1, m))
+            return _payload_at(dtype, (source * r + rank) * m + offset, seed)
+
+        return exchanged
+    base = rank * m if kind is Kind.SCATTER else 0  # allgather, gather, broadcast: from 0
+    return lambda lo, hi: payload(dtype, base + lo, base + hi, seed)
 
 
 def expected_output(
@@ -155,35 +226,21 @@ def expected_output(
     op: ReduceOp | None,
     seed: int = 0,
     *,
-    block: int = 1 << 20,
+    block: int = BLOCK,
     tick: Callable[[], None] | None = None,
 ) -> np.ndarray | None:
     """The numpy reference: what ``rank``'s receive buffer must hold (None where it holds no
     result). Reductions regenerate every rank's contribution and combine them, ``block`` elements
-    at a time to bound memory."""
+    at a time."""
     if not layout.has_output(rank):
         return None
-    m, r, kind = layout.count, layout.num_ranks, layout.kind
-    if layout.collective.is_reduction:
-        assert op is not None
-        base = rank * m if kind is Kind.REDUCE_SCATTER else 0
-        out = np.empty(layout.recv_count, dtype=layout.dtype)
-        for lo in range(0, layout.recv_count, block):
-            hi = min(lo + block, layout.recv_count)
-            acc = contribution(layout, op, 0, base + lo, base + hi, seed)
-            for other in range(1, r):
-                op(acc, contribution(layout, op, other, base + lo, base + hi, seed), out=acc)
-                if tick is not None:
-                    tick()
-            out[lo:hi] = acc
-        return out
-    if kind in (Kind.ALLGATHER, Kind.GATHER):
-        return payload(layout.dtype, 0, r * m, seed)
-    if kind is Kind.ALLTOALL:
-        return np.concatenate([payload(layout.dtype, (s * r + rank) * m, (s * r + rank + 1) * m, seed) for s in range(r)])
-    if kind is Kind.SCATTER:
-        return payload(layout.dtype, rank * m, (rank + 1) * m, seed)
-    return payload(layout.dtype, 0, m, seed)  # broadcast
+    n = layout.recv_count
+    values = _expected_values(layout, rank, op, seed, tick)
+    out = np.empty(n, dtype=layout.dtype)
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        out[lo:hi] = values(lo, hi)
+    return out
 
 
 def tolerance(dtype: np.dtype, num_ranks: int) -> float:
@@ -223,9 +280,18 @@ def check_rank(
     seed: int = 0,
     *,
     tick: Callable[[], None] | None = None,
+    block: int = BLOCK,
 ) -> int:
-    """Wrong elements in ``rank``'s receive buffer (0 where the rank holds no result)."""
-    want = expected_output(layout, rank, op, seed, tick=tick)
-    if want is None:
+    """Wrong elements in ``rank``'s receive buffer (0 where the rank holds no result), checked
+    ``block`` elements at a time against the reference."""
+    if not layout.has_output(rank):
         return 0
-    return count_wrong(recv[: layout.recv_count], want, layout.num_ranks)
+    n = layout.recv_count
+    if recv.size < n:
+        raise ValueError(f"result has {recv.size} elements, expected {n}")
+    values = _expected_values(layout, rank, op, seed, tick)
+    wrong = 0
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        wrong += count_wrong(recv[lo:hi], values(lo, hi), layout.num_ranks)
+    return wrong

@@ -2,21 +2,23 @@
 
 `ExecutionError` is a run that could not finish: a rank crashed, was killed, hung past the timeout,
 or the run was interrupted. Its message names the rank and the step; the CLI prints it as one line
-and exits with code 3.
+and exits with code 3 (with one line before it for each other rank that reported a failure).
 
 Fault injection (for tests of exactly that): the environment variable ``SYNTH_EXEC_FAULT`` set to
-``RANK:STEP:KIND`` makes rank RANK misbehave the first time it reaches step STEP, where KIND is
-``crash`` (raise an exception), ``hang`` (stop making progress) or ``kill`` (SIGKILL itself);
-``corrupt`` instead spoils the first element of the rank's receive buffer after each call (STEP is
-ignored), to test that wrong results are caught. Both backends honour it; it costs one comparison
-per step when unset.
+``RANKS:STEP:KIND`` makes the ranks RANKS (one rank, a comma-separated list, or ``all``) misbehave
+the first time they reach step STEP, where KIND is ``crash`` (raise an exception), ``hang`` (stop
+making progress) or ``kill`` (SIGKILL itself); ``corrupt`` instead spoils the first element of the
+rank's receive buffer after each call (STEP is ignored), to test that wrong results are caught.
+Both backends honour it; it costs one comparison per step when unset.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+import traceback
 from dataclasses import dataclass
 
 from synth.errors import SynthError
@@ -26,9 +28,15 @@ FAULT_KINDS = ("crash", "hang", "kill", "corrupt")
 
 
 class ExecutionError(SynthError):
-    """A run that could not finish (a rank failed, was killed or hung; or it was interrupted)."""
+    """A run that could not finish (a rank failed, was killed or hung; or it was interrupted).
+    ``others``: the reports of other ranks that failed too, one line each (the message is the
+    first failure's)."""
 
     exit_code = 3
+
+    def __init__(self, message: str, others: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.others = tuple(others)
 
 
 class InjectedFault(RuntimeError):
@@ -60,10 +68,40 @@ def fault_from_env(rank: int) -> Fault | None:
     if not text:
         return None
     parts = text.split(":")
-    if len(parts) != 3 or parts[2] not in FAULT_KINDS or not parts[0].isdigit() or not parts[1].isdigit():
-        raise ValueError(f"{FAULT_ENV}={text!r}: expected RANK:STEP:KIND with KIND one of {', '.join(FAULT_KINDS)}")
-    fault = Fault(int(parts[0]), int(parts[1]), parts[2])
-    return fault if fault.rank == rank else None
+    ranks = parts[0].split(",") if parts[0] != "all" else []
+    if len(parts) != 3 or parts[2] not in FAULT_KINDS or not all(x.isdigit() for x in ranks) or not parts[1].isdigit():
+        raise ValueError(f"{FAULT_ENV}={text!r}: expected RANKS:STEP:KIND with KIND one of {', '.join(FAULT_KINDS)}")
+    if parts[0] != "all" and rank not in {int(x) for x in ranks}:
+        return None
+    return Fault(rank, int(parts[1]), parts[2])
+
+
+class sigterm_as_interrupt:
+    """Within it, SIGTERM ends a run like Ctrl-C: the backend stops its processes and removes its
+    shared memory on the way out (a `KeyboardInterrupt`). Only in the main thread."""
+
+    def __enter__(self):
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+        return False
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``InjectedFault: injected crash at step 3 (faults.py:46)``: the exception and where it was
+    raised, for a rank's one-line report."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" ({os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def signal_name(number: int) -> str:
@@ -76,16 +114,18 @@ def signal_name(number: int) -> str:
 # The position a rank reports while it runs (one row of int64 cells per rank: size index, call,
 # phase, heartbeat, pid), shared by the MPI ranks, their watchdogs and the launcher.
 def phase_of(step: int, blocked: bool = False) -> int:
-    """The phase cell's value for a rank in ``step`` (-1: before step 0), waiting or not."""
+    """The phase cell's value for a rank in ``step`` (-1: before step 0), waiting for other ranks
+    or not: -1 before step 0, 0 before step 0 waiting for the other ranks (a barrier of the
+    benchmark), ``2s+1`` in step s waiting for its messages, ``2s+2`` in step s otherwise."""
     if step < 0:
-        return -1
+        return 0 if blocked else -1
     return 2 * step + (1 if blocked else 2)
 
 
 def step_of(phase: int) -> tuple[int, bool]:
     """(step, blocked) of a phase cell's value; step -1 before step 0."""
     if phase < 1:
-        return -1, False
+        return -1, phase == 0
     return (phase - 1) // 2, phase % 2 == 1
 
 

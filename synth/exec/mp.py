@@ -27,19 +27,21 @@ import platform
 import secrets
 import signal
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
 from synth.exec import data
-from synth.exec.faults import ExecutionError, Fault, fault_from_env, signal_name
+from synth.exec.faults import ExecutionError, Fault, describe_exception, fault_from_env, signal_name
 from synth.exec.layout import Layout
 from synth.exec.program import NONE, RECV, SEND, WORK, Program
-from synth.exec.report import Measurement
+from synth.exec.report import Measurement, Row
+from synth.exec.settings import MemoryNeed, RunSettings, check_memory
 from synth.schedule import OP_COPY
+
+NAME = "mp"
 
 SHM_PREFIX = "synth-exec-"
 SCRATCH = 3
@@ -310,9 +312,8 @@ class _Rank:
                 self.barrier()
                 self.call(bound)
                 continue
-            send = data.send_data(layout, rank, job.op, job.seed)
-            if send is not None:
-                ar.region(self.arena, rank, SEND, send.size)[:] = send
+            send = ar.region(self.arena, rank, SEND, layout.send_count)
+            data.send_data(layout, rank, job.op, job.seed, out=send, tick=self._beat)
             poison = data.poison_value(layout.dtype)
             start, stop = int(ar.bases[rank, RECV]), int(ar.bases[rank, SCRATCH]) + ar.caps[SCRATCH]
             self.arena[start:stop] = poison
@@ -376,6 +377,7 @@ _FENCE_LOCK = None
 def _rank_main(rank: int, job: Job, shared: _Shared, arena: _Arena, parent: int) -> None:
     """Process entry point of one rank: run, record a failure, never print a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when everyone stops
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by the parent around fork
     line = shared.lines[rank]
     code = 0
     try:
@@ -384,9 +386,7 @@ def _rank_main(rank: int, job: Job, shared: _Shared, arena: _Arena, parent: int)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 4
     except BaseException as exc:  # reported to the parent, which names the rank
-        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-        where = f" ({os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
-        text = f"{type(exc).__name__}: {exc}{where}".encode()[: _ERR_BYTES - 1]
+        text = describe_exception(exc).encode()[: _ERR_BYTES - 1]
         shared.errors[rank, : len(text)] = np.frombuffer(text, dtype=np.uint8)
         line[_STATUS] = _FAILED
         code = 1
@@ -429,28 +429,40 @@ def execute(
     ctx = multiprocessing.get_context("fork")
     if not _TSO and _FENCE_LOCK is None:
         _FENCE_LOCK = ctx.Lock()
-    shared = _Shared(job, arena)
     procs: list = []
+    shared: _Shared | None = None
+    # A Ctrl-C (or a SIGTERM, which ``synth run`` turns into one) while the segments are made and
+    # the ranks start waits until they all are, and listed, so that the ``finally`` below removes
+    # and stops them all; and a Ctrl-C never reaches a rank before it ignores it. (Python's
+    # resource tracker, which every segment registers with, unblocks both signals when it starts
+    # its process: so it is started first.)
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
+        shared = _Shared(job, arena)
         if fill is not None:
             fill(lambda rank, kind, n: arena.region(shared.arena, rank, kind, n))
         parent = os.getpid()
         for rank in range(r):
-            proc = ctx.Process(target=_rank_main, args=(rank, job, shared, arena, parent), name=f"synth-rank-{rank}", daemon=True)
+            args = (rank, job, shared, arena, parent)
+            proc = ctx.Process(target=_rank_main, args=args, name=f"synth-rank-{rank}", daemon=True)
             proc.start()
             procs.append(proc)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # an interrupt that came meanwhile lands here
         results = _watch(job, shared, procs, timeout, on_result)
         if collect is not None:
             collect(lambda rank, kind, n: arena.region(shared.arena, rank, kind, n))
         return results
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for proc in procs:
             if proc.exitcode is None:
                 proc.kill()
         for proc in procs:
             proc.join()
             proc.close()
-        shared.release()
+        if shared is not None:
+            shared.release()
 
 
 def _watch(job: Job, shared: _Shared, procs: list, timeout: float, on_result) -> list[Measurement]:
@@ -546,4 +558,61 @@ def call(
     return outputs
 
 
-__all__ = ["NONE", "SHM_PREFIX", "Job", "call", "execute", "run_sizes"]
+def memory_needed(program: Program, jobs: Sequence[Sequence[Layout]]) -> MemoryNeed:
+    """The memory runs of these jobs (one after another; each a list of layouts of one data type)
+    take at their peak: the job's shared segment (every rank's buffers, sized for its largest
+    layout), plus each rank's working memory for its inputs and its check."""
+    shared = 0
+    for layouts in jobs:
+        if layouts:
+            arena = _Arena(Job(program, tuple(layouts), None))
+            shared = max(shared, arena.elements * layouts[0].itemsize)
+    return MemoryNeed(total=shared + program.num_ranks * data.WORKING_BYTES, shared=shared)
+
+
+def check_available() -> None:
+    """Nothing to check: the backend needs only this package (and fork, as every POSIX system)."""
+
+
+def run(
+    settings: RunSettings,
+    *,
+    on_start: Callable[[str, str | None], None] | None = None,
+    on_result: Callable[[int, Row], None] | None = None,
+) -> list[Row]:
+    """The backend contract (docs/executors.md, "Backends"): run ``settings`` (a verified
+    schedule) on one process per rank, one job per data type and operator; returns one `Row` per
+    case, handing each to ``on_result(index, row)`` as it finishes (``on_start(description,
+    None)`` first). Refuses a run whose buffers do not fit in memory (`InputError`, before
+    anything starts). Raises `ExecutionError` (rank and step) or `KeyboardInterrupt`, with every
+    process stopped and every segment removed."""
+    program = Program(settings.schedule)
+    groups: dict[tuple, list[int]] = {}
+    for index, case in enumerate(settings.cases):
+        groups.setdefault((case.layout.dtype.str, case.op.name if case.op else None), []).append(index)
+    check_memory(settings, memory_needed(program, [[settings.cases[i].layout for i in indices] for indices in groups.values()]))
+    if on_start is not None:
+        on_start(f"mp: {program.num_ranks} processes on this machine, shared memory", None)
+    rows: dict[int, Row] = {}
+    for indices in groups.values():
+
+        def show(i: int, m: Measurement, indices=indices) -> None:
+            rows[indices[i]] = Row(m)
+            if on_result is not None:
+                on_result(indices[i], rows[indices[i]])
+
+        layouts = [settings.cases[i].layout for i in indices]
+        run_sizes(
+            program,
+            layouts,
+            settings.cases[indices[0]].op,
+            warmup=settings.warmup,
+            iters=settings.iters,
+            seed=settings.seed,
+            timeout=settings.timeout,
+            on_result=show,
+        )
+    return [rows[i] for i in range(len(settings.cases))]
+
+
+__all__ = ["NAME", "NONE", "SHM_PREFIX", "Job", "call", "check_available", "execute", "memory_needed", "run", "run_sizes"]

@@ -2,8 +2,8 @@
 
 ``time`` is the mean time of one call in µs: each rank times ``iters`` back-to-back calls and
 the slowest rank counts. ``algbw`` is size / time and ``busbw`` is algbw times the collective's
-nccl-tests factor (FORMATS.md, "Message size"). ``#wrong`` counts result elements that differ
-from the numpy reference, over all ranks.
+nccl-tests factor (docs/formats.md, 'Bandwidth figures'). ``#wrong`` counts result elements that
+differ from the numpy reference, over all ranks.
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ class Measurement:
     @property
     def busbw(self) -> float:
         return self.algbw * self.layout.collective.busbw_factor()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the table: the schedule's measurement and, when the backend ran it too, the
+    backend's own collective on the same buffers (``--compare-native``)."""
+
+    ours: Measurement
+    native: Measurement | None = None
 
 
 _COLS = "  {:>7}  {:>6}  {:>6}  {:>6}"
@@ -74,3 +83,14 @@ def table_row(ours: Measurement, op_name: str | None, native: Measurement | None
 
 def average_busbw(rows: list[Measurement]) -> float:
     return sum(m.busbw for m in rows) / len(rows) if rows else 0.0
+
+
+def table_footer(rows: list[Measurement], native: list[Measurement] | None = None) -> list[str]:
+    """The lines under the table: average bus bandwidth (also of MPI's own collective, if it ran)
+    and the wrong elements over every row."""
+    wrong = sum(m.wrong for m in rows) + sum(m.wrong for m in native or [])
+    lines = [f"# Avg bus bandwidth    : {average_busbw(rows):.3f} GB/s"]
+    if native:
+        lines.append(f"# Avg bus bandwidth, MPI's own collective : {average_busbw(native):.3f} GB/s")
+    lines.append(f"# Wrong elements       : {wrong}{'' if wrong else ' (all results checked: OK)'}")
+    return lines

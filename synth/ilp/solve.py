@@ -16,7 +16,7 @@ Both run single-threaded with a fixed random seed, so a solve that finishes (pro
 infeasible) gives the same answer every time. A solve cut by a time limit or a stop request keeps
 the best solution found, which may depend on timing.
 
-Optimality is read from the solver's own solution status (TOOLING.md: pulp's ``LpStatus`` can read
+Optimality is read from the solver's own solution status (pulp's ``LpStatus`` can read
 "Optimal" after a time limit; CBC's ``sol_status`` and HiGHS's model status say what was proven).
 """
 
@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from synth.solver_output import native_stdout_to_stderr, new_highs
 
 SOLVERS = ("highs", "cbc")
 
@@ -194,19 +196,21 @@ def solve(
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r} (expected one of {', '.join(SOLVERS)})")
     stop = stop or threading.Event()
-    if solver == "cbc":
-        return _solve_cbc(model, time_limit, warm_start, progress, stop)
-    start = time.perf_counter()
-    try:
-        result = _solve_highs(model, time_limit, warm_start, progress, stop)
-    except ImportError:
-        result = None  # highspy missing: CBC is the fallback
-    if result is not None and not result.failed:
-        return result
-    # HiGHS could not load or solve the model (an error status, not a limit): fall back to CBC
-    # with what is left of the time limit
-    left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - start))
-    return _solve_cbc(model, left, warm_start, progress, stop)
+    # whatever a solver library prints is a diagnostic, never part of our stdout (--json, -q)
+    with native_stdout_to_stderr():
+        if solver == "cbc":
+            return _solve_cbc(model, time_limit, warm_start, progress, stop)
+        start = time.perf_counter()
+        try:
+            result = _solve_highs(model, time_limit, warm_start, progress, stop)
+        except ImportError:
+            result = None  # highspy missing: CBC is the fallback
+        if result is not None and not result.failed:
+            return result
+        # HiGHS could not load or solve the model (an error status, not a limit): fall back to CBC
+        # with what is left of the time limit
+        left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - start))
+        return _solve_cbc(model, left, warm_start, progress, stop)
 
 
 def _run_in_thread(target: Callable[[], object], name: str) -> threading.Event:
@@ -261,8 +265,7 @@ def _solve_highs(
     import highspy
 
     cost, lo, hi, integer, rlo, rhi, starts, idx, val = model.arrays()
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", 0)
     h.setOptionValue("mip_rel_gap", MIP_REL_GAP)

@@ -60,7 +60,7 @@ from synth.interop.msccl_xml import (
     buffer_layout,
     nchunks_for,
 )
-from synth.memory import available_memory, format_bytes
+from synth.limits import available_memory, format_bytes
 from synth.schedule import OP_REDUCE, Schedule
 from synth.units import format_size
 

@@ -17,28 +17,34 @@ Use it from your own mpi4py program::
     from synth.exec.mpi import execute
     execute(schedule, MPI.COMM_WORLD, sendbuf, recvbuf, op="sum")
 
-or run the nccl-tests style benchmark: ``mpiexec -n R python -m synth.exec.mpi SCHEDULE …`` (the
-options of ``synth run``).
+The nccl-tests style benchmark over these plans is `synth.exec.mpi.ranks` (``mpiexec -n R python
+-m synth.exec.mpi SCHEDULE …``, the options of ``synth run``); `synth.exec.mpi.launch` starts it
+for ``synth run --backend mpi`` and watches it.
 """
 
 from __future__ import annotations
 
 import os
-import sys
+import select
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from synth.collective import Kind
 from synth.exec import data
+from synth.exec.api import verified
 from synth.exec.faults import ExecutionError, describe_position, fault_from_env, phase_of, step_of
 from synth.exec.layout import Layout
 from synth.exec.program import RECV, SEND, Program
 from synth.schedule import OP_COPY, Schedule
+
+if TYPE_CHECKING:
+    from synth.exec.mpi.board import Board
 
 try:  # mpi4py is an optional dependency (the ``mpi`` extra)
     from mpi4py import MPI
@@ -61,19 +67,17 @@ class Progress:
     The phase cell says both the step and whether the rank may be blocked in it, so that the step
     loop stores one integer per step (see `phase_of` and `step_of`; at 8 bytes a store per step
     is measurable): -1 before step 0, ``2s+1`` in step s (waiting for its messages, then applying
-    them), ``2s+2`` in step s outside communication (a fault injected there). A killed rank's
-    peers wait for it; the launcher tells them from a rank that was not waiting.
+    them), ``2s+2`` in step s outside communication (a fault injected there); 0 before step 0
+    waiting for the other ranks (the benchmark's barriers). The heartbeat counts calls (and
+    blocks of the check), so that a run of a one-step schedule shows progress too.
 
-    With ``path`` (set by ``synth run --backend mpi``) the figures live in a small shared file,
-    one 64-byte row per rank (size, call, phase, beat, pid), which the launcher reads when a rank
-    dies; the rank also lists the MPI library's shared-memory files beside it (``path.shm``), so
-    that the launcher can remove them if the job ends abnormally."""
+    With a ``board`` (``synth run --backend mpi``) the figures live in the rank's row of the board
+    (`synth.exec.mpi.board`), which the launcher reads to tell which rank stopped where."""
 
-    def __init__(self, rank: int, path: str | None = None):
+    def __init__(self, rank: int, board: Board | None = None):
         self.rank = rank
-        self.path = path
-        if path:
-            row = np.memmap(path, dtype=np.int64, mode="r+", offset=rank * 64, shape=(8,))
+        if board is not None:
+            row = board.row(rank)
             row[4] = os.getpid()
             self.cells = row[:4]
         else:
@@ -90,24 +94,13 @@ class Progress:
         step, blocked = step_of(int(self.cells[2]))
         return self.peers.get(step, ()) if blocked else ()
 
-    def record_shared_memory(self) -> None:
-        """Append the /dev/shm files this process maps (the MPI library's) to ``path.shm``."""
-        if not self.path:
-            return
-        try:
-            with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-                names = sorted({line.split()[-1] for line in maps if " /dev/shm/" in line})
-        except OSError:
-            return
-        if names:
-            fd = os.open(self.path + ".shm", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, "".join(f"{name}\n" for name in names).encode())
-            finally:
-                os.close(fd)
+    @property
+    def blocked(self) -> bool:
+        """Whether the rank is waiting for other ranks (in a step's messages or a barrier)."""
+        return step_of(int(self.cells[2]))[1]
 
-    def set(self, size: int, call: int, step: int) -> None:
-        self.cells[0], self.cells[1], self.cells[2] = size, call, phase_of(step)
+    def set(self, size: int, call: int, step: int, *, blocked: bool = False) -> None:
+        self.cells[0], self.cells[1], self.cells[2] = size, call, phase_of(step, blocked)
 
     def beat(self) -> None:
         self.cells[3] += 1
@@ -289,6 +282,7 @@ class BoundPlan:
                     copyto(out, a)
                 else:
                     ufunc(a, b, out=out)
+        cells[3] += 1  # a call done (a one-step schedule's phase never changes)
         if self.corrupt and self.arrays[RECV].size:
             self.arrays[RECV][0] = data.poison_value(self.layout.dtype)
 
@@ -397,8 +391,6 @@ def _address(buf: np.ndarray | None) -> tuple[int, int] | None:
 
 def _verified_program(schedule: Schedule, topology=None) -> Program:
     """The schedule's `Program`, after checking it against its topology (refused if invalid)."""
-    from synth.exec.api import verified
-
     return Program(verified(schedule, topology))
 
 
@@ -443,30 +435,24 @@ def native_call(layout: Layout, comm, op: data.ReduceOp | None, send: np.ndarray
     return calls[kind]
 
 
-NATIVE_NAMES = {
-    Kind.ALLREDUCE: "MPI_Allreduce",
-    Kind.REDUCE: "MPI_Reduce",
-    Kind.BROADCAST: "MPI_Bcast",
-    Kind.ALLGATHER: "MPI_Allgather",
-    Kind.GATHER: "MPI_Gather",
-    Kind.SCATTER: "MPI_Scatter",
-    Kind.REDUCE_SCATTER: "MPI_Reduce_scatter_block",
-    Kind.ALLTOALL: "MPI_Alltoall",
-}
-
-
 # =========================================================================== watchdog
 class Watchdog:
     """A thread that ends the whole job (``MPI_Abort``) when this rank makes no progress, after
     printing which rank and step it was stuck in. A rank stuck outside communication (the likely
-    culprit) reports after ``timeout`` seconds; a rank waiting for its peers' messages gives the
-    culprit's report a head start (``grace``, at most 2 s) before reporting whom it waits for."""
+    culprit) reports after ``timeout`` seconds; a rank waiting for other ranks gives the culprit's
+    report a head start (``grace``, at most 2 s) before reporting whom it waits for.
 
-    def __init__(self, comm, progress: Progress, timeout: float, labels: list[str]):
+    Under ``synth run`` (a ``board``), the launcher watches every rank and judges a hang itself
+    (from outside it sees all ranks, and which of them is stopped); the watchdog then only ends
+    the job if the launcher goes away."""
+
+    def __init__(self, comm, progress: Progress, timeout: float, labels: list[str], board: Board | None = None):
         self.comm, self.progress, self.timeout, self.labels = comm, progress, timeout, labels
         self.grace = min(2.0, timeout / 2)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="synth-watchdog", daemon=True)
+        target = self._watch_launcher if board is not None else self._watch
+        self._launcher = board.launcher_pid if board is not None else 0
+        self._thread = threading.Thread(target=target, name="synth-watchdog", daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
@@ -477,38 +463,59 @@ class Watchdog:
             if not np.array_equal(cells, last):
                 last, since = cells.copy(), now
                 continue
-            peers = self.progress.waiting_for
-            if now - since <= self.timeout + (self.grace if peers else 0.0):
+            blocked, peers = self.progress.blocked, self.progress.waiting_for
+            if now - since <= self.timeout + (self.grace if blocked else 0.0):
                 continue
             where = self.progress.describe(self.labels)
             if peers:
                 what = f"waiting for rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, peers))}"
             else:
-                what = "not in communication"
+                what = "waiting for the other ranks" if blocked else "not in communication"
             stuck = now - since
-            print(
-                f"synth: error: rank {self.progress.rank} made no progress for {stuck:.1f} s {where} ({what})",
-                file=sys.stderr,
-                flush=True,
-            )
+            say(f"synth: error: rank {self.progress.rank} made no progress for {stuck:.1f} s {where} ({what})")
             self.comm.Abort(3)
             os._exit(3)
+
+    def _watch_launcher(self) -> None:
+        try:
+            launcher = os.pidfd_open(self._launcher)
+        except (OSError, AttributeError):
+            launcher = None
+        while not self._stop.wait(0.25):
+            if launcher is not None:
+                gone = bool(select.select([launcher], [], [], 0)[0])
+            else:
+                try:
+                    os.kill(self._launcher, 0)
+                    gone = False
+                except ProcessLookupError:
+                    gone = True
+                except PermissionError:
+                    gone = False
+            if gone:  # nobody to report to: end the job rather than run on unwatched
+                self.comm.Abort(3)
+                os._exit(3)
 
     def stop(self) -> None:
         self._stop.set()
 
 
-def fail(comm, message: str, code: int = 3) -> None:
-    """Print one line for this rank and end the whole MPI job."""
-    print(f"synth: error: {message}", file=sys.stderr, flush=True)
+def say(line: str) -> None:
+    """Write one line to stderr in one write, so that lines of ranks writing at once never mix."""
+    data = (line + "\n").encode()
+    while data:
+        data = data[os.write(2, data) :]
+
+
+def fail(comm, message: str, code: int = 3, board: Board | None = None) -> None:
+    """Report this rank's failure in one line (to the launcher's board under ``synth run``, else
+    to stderr) and end the whole MPI job."""
+    if board is not None:
+        board.post_error(comm.Get_rank(), message)
+    else:
+        say(f"synth: error: {message}")
     comm.Abort(code)
     os._exit(code)
 
 
 __all__ = ["BoundPlan", "ExecutionError", "Executor", "Progress", "execute", "native_call"]
-
-
-if __name__ == "__main__":  # mpiexec -n R python -m synth.exec.mpi SCHEDULE [options of synth run]
-    from synth.cli.run import rank_main
-
-    rank_main()
