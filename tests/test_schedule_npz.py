@@ -172,6 +172,11 @@ def test_every_reader_takes_npz(tmp_path):
     assert export.returncode == 0, export.stderr
     ours = run("export", "msccl", str(GENERATED / "dgx1" / "allreduce-ring.json"), "-o", str(tmp_path / "ref.xml"))
     assert ours.returncode == 0 and (tmp_path / "ring.xml").read_bytes() == (tmp_path / "ref.xml").read_bytes()
+    executed = run("run", str(path), "--size", "1K", "-n", "1", "-w", "0")
+    assert executed.returncode == 0, executed.stderr
+    assert "allreduce" in executed.stdout
+    plot = run("plot", "schedule", str(path), "--size", "1MiB", "-m", "sync", "-o", str(tmp_path / "ring.svg"))
+    assert plot.returncode == 0 and (tmp_path / "ring.svg").read_bytes().lstrip().startswith(b"<")
 
 
 def test_synthesize_writes_npz_by_extension(tmp_path):
