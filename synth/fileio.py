@@ -252,9 +252,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str |
     return write_stream_atomic(path, lambda fh: fh.write(data), protect=protect)
 
 
-def write_stream_atomic(
-    path: str | Path, write: Callable[[BinaryIO], object], *, protect: Iterable[str | Path] = ()
-) -> Written:
+def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object], *, protect: Iterable[str | Path] = ()) -> Written:
     """Write ``path`` atomically by calling ``write`` with a binary file open for writing (seekable),
     so that outputs too large to hold in memory twice (schedules of millions of transfers) go to
     disk piece by piece; the same checks as `write_text_atomic`. If ``write`` raises, the target

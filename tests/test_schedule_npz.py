@@ -1,6 +1,6 @@
-"""The columnar schedule encoding (``.npz``): what FORMATS.md says, read as an independent tool
-would write it, written so that plain numpy reads it, round trips with JSON byte for byte, and
-every malformed or hostile archive refused in one line."""
+"""The columnar schedule encoding (``.npz``) as docs/formats.md states the public contract: read
+as an independent tool would write it, written so that plain numpy reads it, round trips with
+JSON byte for byte, and every malformed or hostile archive refused in one line."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def independent_npz(
     override: dict[str, np.ndarray] | None = None,
     header_edit=None,
 ) -> Path:
-    """Write ``schedule`` as FORMATS.md describes, with nothing but zipfile and numpy.lib.format
+    """Write ``schedule`` as docs/formats.md describes, with nothing but zipfile and numpy.lib.format
     (not synth's writer): any member order, numpy's own .npy headers, routes in any order."""
     doc = json.loads(schedule_to_json(schedule))
     steps = doc.pop("steps")
