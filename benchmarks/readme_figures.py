@@ -257,6 +257,26 @@ def _bench_greedy_4096(r: Results) -> str:
     )
 
 
+def _stage(case: dict, stage: str) -> str:
+    """``12.3 s wall (10.1 s CPU), 2.1 GB`` of one stage of a scale.py case."""
+    st = case["stages"][stage]
+    if st["exit"] != 0:
+        return f"exit {st['exit']}"
+    return f"{st['wall_s']:.1f} s wall ({st['cpu_s']:.1f} s CPU), {st['peak_mb'] / 1e3:.2f} GB"
+
+
+def _scale_row(record: str, case_key: str, stage: str) -> Figure:
+    return Figure((record,), lambda r: _stage(r[record][case_key], stage))
+
+
+def _scale_load(record: str) -> Figure:
+    def render(r: Results) -> str:
+        loads = [x for case in r[record].values() for x in case["load"]]
+        return f"{min(loads):.0f}–{max(loads):.0f}"
+
+    return Figure((record,), render)
+
+
 @derived("quality-packing")
 def _bench_packing_rate(r: Results) -> str:
     p = r["quality-packing"]
@@ -453,6 +473,29 @@ FIGURES: dict[str, Figure] = {
         "quartiles {mpi_latency_over_native_8b_paired[q1]:.2f}–{mpi_latency_over_native_8b_paired[q3]:.2f})",
     ),
     "bench-exec-mp-64mib": fig("exec_vs_mpi", "{mp_algbw_over_native_64mib:.2f} ×"),
+    # benchmarks/README.md and docs/scalable.md: issue 16's whole-process figures (benchmarks/scale.py)
+    **{
+        f"scale-{case}-{short}": _scale_row(record, case, stage)
+        for record, cases in (
+            ("scale", ("torus64", "fattree4k", "torus16")),
+            ("scale-torus128", ("torus128",)),
+            ("scale-fattree16k", ("fattree16k",)),
+        )
+        for case in cases
+        for short, stage in (
+            ("synth-npz", "synthesize -> .npz"),
+            ("synth-json", "synthesize -> .json"),
+            ("verify-npz", "verify .npz"),
+            ("verify-json", "verify .json"),
+            ("simulate", "simulate .npz (sync, 3 sizes)"),
+            ("export", "export msccl"),
+        )
+        if record == "scale" or short in ("synth-npz", "verify-npz", "simulate")
+    },
+    "scale-load": _scale_load("scale"),
+    "scale-torus128-load": _scale_load("scale-torus128"),
+    "scale-fattree16k-load": _scale_load("scale-fattree16k"),
+    "scale-fattree4k-ratio": fig("scale", "{fattree4k[ratio_1gib]:.2f}"),
 }
 
 

@@ -19,9 +19,9 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from synth.errors import InputError
 from synth.limits import MAX_JSON_DEPTH, format_bytes
@@ -249,6 +249,14 @@ def write_text_atomic(path: str | Path, text: str, *, protect: Iterable[str | Pa
 def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str | Path] = ()) -> Written:
     """Write ``data`` to ``path`` atomically (images and other binary outputs); the same checks as
     `write_text_atomic`. A file that is replaced keeps its mode (and, where we may, its owner)."""
+    return write_stream_atomic(path, lambda fh: fh.write(data), protect=protect)
+
+
+def write_stream_atomic(path: str | Path, write: Callable[[BinaryIO], object], *, protect: Iterable[str | Path] = ()) -> Written:
+    """Write ``path`` atomically by calling ``write`` with a binary file open for writing (seekable),
+    so that outputs too large to hold in memory twice (schedules of millions of transfers) go to
+    disk piece by piece; the same checks as `write_text_atomic`. If ``write`` raises, the target
+    is left as it was."""
     path = Path(path)
     target, existing = check_output_file(path)
     for other in protect:
@@ -276,7 +284,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, protect: Iterable[str |
             with contextlib.suppress(OSError):
                 os.fchown(fd, existing.st_uid, existing.st_gid)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
         os.replace(tmp, target)
     except OSError as exc:  # a full disk, a read-only file system
         if os.path.exists(tmp):

@@ -12,6 +12,7 @@ same inputs always serialize to the same bytes.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -19,16 +20,18 @@ import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from synth.collective import ROOTED, Collective, Kind, collective_from_counts
 from synth.errors import InputError
-from synth.fileio import Written, check_depth, parse_json, read_input_bytes, write_text_atomic
+from synth.fileio import Written, check_depth, parse_json, read_input_bytes, write_stream_atomic
 from synth.limits import MAX_JSON_DEPTH, require_memory
+from synth.schedule_npz import is_npz_path, is_zip_file, read_npz_document, write_schedule_npz
 from synth.text import printable
 from synth.topology import Topology
 
@@ -54,8 +57,12 @@ class Transfer:
 
 
 def _frozen(array: np.ndarray, dtype) -> np.ndarray:
+    """A read-only column of ``dtype``. A column that is already read-only, contiguous, of that
+    type and owns its memory (what the builder and the file readers hand over, or another
+    schedule's column) is taken as it is: columns of millions of transfers are not copied again.
+    Anything else is copied, so no caller can change a schedule through an array it kept."""
     out = np.ascontiguousarray(array, dtype=dtype)
-    if out is array:
+    if out is array and (array.flags.writeable or not array.flags.owndata):
         out = out.copy()
     out.setflags(write=False)
     return out
@@ -189,11 +196,70 @@ def same_transfers(a: Schedule, b: Schedule) -> bool:
     return [a.routes[i] for i in a.route] == [b.routes[i] for i in b.route]
 
 
+#: Column types while a schedule is built and in the built schedule: src, dst, chunk, op, route.
+_COLUMN_TYPES = (np.int64, np.int64, np.int64, np.uint8, np.int64)
+#: Rows of the first block of a builder's columns; blocks double up to `_MAX_BLOCK_ROWS` rows
+#: (64 MB per int64 column: allocated and returned to the system whole, never fragmented).
+_FIRST_BLOCK_ROWS = 1 << 10
+_MAX_BLOCK_ROWS = 1 << 23
+
+
+class _ColumnBlocks:
+    """Transfers appended step by step into blocks of columns, read back step by step by `take`,
+    which frees every block it has read to its end: building a schedule of millions of transfers
+    then holds about one copy of its columns, not two."""
+
+    def __init__(self) -> None:
+        self.blocks: list[list[np.ndarray] | None] = []
+        self.used = 0  # rows filled in the last block
+        self.step_sizes: list[int] = []
+        self.total = 0
+        self._read_block = 0
+        self._read_row = 0
+
+    def append(self, columns: Sequence[Any], n: int) -> None:
+        """One step of ``n`` transfers; each column is an array of ``n`` values or a scalar."""
+        done = 0
+        while done < n:
+            if not self.blocks or self.used == self.blocks[-1][0].shape[0]:  # type: ignore[index]
+                rows = min(_MAX_BLOCK_ROWS, max(_FIRST_BLOCK_ROWS, self.total))
+                self.blocks.append([np.empty(rows, dtype=t) for t in _COLUMN_TYPES])
+                self.used = 0
+            block = self.blocks[-1]
+            assert block is not None
+            take = min(n - done, block[0].shape[0] - self.used)
+            for col, values in zip(block, columns):
+                col[self.used : self.used + take] = values if np.ndim(values) == 0 else values[done : done + take]
+            self.used += take
+            done += take
+        self.step_sizes.append(n)
+        self.total += n
+
+    def take(self, n: int) -> list[np.ndarray]:
+        """The next ``n`` rows (in append order) as five columns."""
+        pieces: list[list[np.ndarray]] = [[] for _ in _COLUMN_TYPES]
+        while n > 0:
+            block = self.blocks[self._read_block]
+            assert block is not None
+            filled = self.used if self._read_block == len(self.blocks) - 1 else block[0].shape[0]
+            part = min(n, filled - self._read_row)
+            for i, col in enumerate(block):
+                pieces[i].append(col[self._read_row : self._read_row + part])
+            self._read_row += part
+            n -= part
+            if self._read_row == block[0].shape[0]:
+                self.blocks[self._read_block] = None  # read to its end: free it
+                self._read_block += 1
+                self._read_row = 0
+        return [p[0] if len(p) == 1 else np.concatenate(p) if p else np.zeros(0, dtype=t) for p, t in zip(pieces, _COLUMN_TYPES)]
+
+
 class ScheduleBuilder:
     """Accumulates steps and produces a `Schedule` in canonical order.
 
     ``add_step`` takes `Transfer` objects or ``(src, dst, chunk[, op[, via]])`` tuples;
-    ``add_step_arrays`` takes numpy columns for vectorized synthesizers.
+    ``add_step_arrays`` takes numpy columns for vectorized synthesizers. `build` hands the
+    columns over to the schedule (the builder is empty afterwards).
     """
 
     def __init__(
@@ -214,7 +280,7 @@ class ScheduleBuilder:
         self.method = method
         self.params: dict[str, Any] = dict(params or {})
         self._routes: dict[tuple[str, ...], int] = {(): 0}
-        self._cols: list[tuple[np.ndarray, ...]] = []
+        self._columns = _ColumnBlocks()
 
     @classmethod
     def like(cls, schedule: Schedule) -> ScheduleBuilder:
@@ -236,7 +302,7 @@ class ScheduleBuilder:
 
     @property
     def num_steps(self) -> int:
-        return len(self._cols)
+        return len(self._columns.step_sizes)
 
     def add_step(self, transfers: Iterable[Transfer | tuple]) -> None:
         src: list[int] = []
@@ -256,72 +322,66 @@ class ScheduleBuilder:
             chunk.append(c)
             op.append(OP_CODES[o] if isinstance(o, str) else int(o))
             route.append(self.route_id(v) if v else 0)
-        self._cols.append(
-            (
-                np.asarray(src, dtype=np.int64),
-                np.asarray(dst, dtype=np.int64),
-                np.asarray(chunk, dtype=np.int64),
-                np.asarray(op, dtype=np.uint8),
-                np.asarray(route, dtype=np.int64),
-            )
-        )
+        columns = [np.asarray(col, dtype=t) for col, t in zip((src, dst, chunk, op, route), _COLUMN_TYPES)]
+        self._columns.append(columns, len(src))
 
     def add_step_arrays(self, src, dst, chunk, op=OP_COPY, route=0) -> None:
-        """Append a step from numpy columns; ``op`` and ``route`` may be scalars."""
+        """Append a step from numpy columns; ``dst``, ``chunk``, ``op`` and ``route`` may be
+        scalars."""
         src = np.asarray(src, dtype=np.int64)
         n = src.shape[0]
-        self._cols.append(
-            (
-                src,
-                np.broadcast_to(np.asarray(dst, dtype=np.int64), (n,)).copy(),
-                np.broadcast_to(np.asarray(chunk, dtype=np.int64), (n,)).copy(),
-                np.broadcast_to(np.asarray(op, dtype=np.uint8), (n,)).copy(),
-                np.broadcast_to(np.asarray(route, dtype=np.int64), (n,)).copy(),
-            )
-        )
+        columns = [src]
+        for values, t in zip((dst, chunk, op, route), _COLUMN_TYPES[1:]):
+            values = np.asarray(values, dtype=t)
+            if values.ndim and values.shape != (n,):
+                values = np.broadcast_to(values, (n,))
+            columns.append(values)
+        self._columns.append(columns, n)
 
     def extend(self, schedule: Schedule) -> None:
         """Append all steps of another schedule (same chunk numbering)."""
         remap = np.array([self.route_id(r) for r in schedule.routes], dtype=np.int64)
         for s in range(schedule.num_steps):
             sl = schedule.step_slice(s)
-            self._cols.append(
-                (
-                    schedule.src[sl].copy(),
-                    schedule.dst[sl].copy(),
-                    schedule.chunk[sl].copy(),
-                    schedule.op[sl].copy(),
-                    remap[schedule.route[sl]],
-                )
-            )
+            route = remap[schedule.route[sl]]
+            self._columns.append((schedule.src[sl], schedule.dst[sl], schedule.chunk[sl], schedule.op[sl], route), route.size)
 
     def build(self, *, normalize: bool = True, drop_empty: bool = True) -> Schedule:
         """The schedule. ``normalize`` sorts each step canonically and renumbers routes in sorted
-        order; ``drop_empty`` removes steps with no transfer."""
-        cols = [c for c in self._cols if not (drop_empty and c[0].shape[0] == 0)]
+        order; ``drop_empty`` removes steps with no transfer. The columns are handed over: the
+        builder holds no transfer afterwards."""
         routes_by_id = sorted(self._routes, key=self._routes.__getitem__)
         if normalize:
             order = sorted(range(len(routes_by_id)), key=lambda i: routes_by_id[i])  # () sorts first
             new_id = np.empty(len(routes_by_id), dtype=np.int64)
             new_id[order] = np.arange(len(order))
             routes = tuple(routes_by_id[i] for i in order)
+            renumber = not np.array_equal(new_id, np.arange(len(routes_by_id)))
         else:
-            new_id = np.arange(len(routes_by_id), dtype=np.int64)
             routes = tuple(routes_by_id)
-        parts: list[list[np.ndarray]] = [[], [], [], [], []]
+            renumber = False
+        store, self._columns = self._columns, _ColumnBlocks()
+        total = store.total
+        out = [np.empty(total, dtype=t) for t in _COLUMN_TYPES]
         starts = [0]
-        for src, dst, chunk, op, route in cols:
-            route = new_id[route]
-            if normalize and src.shape[0] > 1 and not _in_order((src, dst, chunk, op, route)):
+        at = 0
+        for size in store.step_sizes:
+            if size == 0:
+                if not drop_empty:
+                    starts.append(at)
+                continue
+            src, dst, chunk, op, route = store.take(size)
+            if renumber:
+                route = new_id[route]
+            if normalize and size > 1 and not _in_order((src, dst, chunk, op, route)):
                 perm = np.lexsort((route, op, chunk, dst, src))
                 src, dst, chunk, op, route = src[perm], dst[perm], chunk[perm], op[perm], route[perm]
-            for i, col in enumerate((src, dst, chunk, op, route)):
-                parts[i].append(col)
-            starts.append(starts[-1] + src.shape[0])
-
-        def cat(i: int, dtype) -> np.ndarray:
-            return np.concatenate(parts[i]).astype(dtype, copy=False) if parts[i] else np.zeros(0, dtype=dtype)
-
+            for col, values in zip(out, (src, dst, chunk, op, route)):
+                col[at : at + size] = values
+            at += size
+            starts.append(at)
+        for col in out:
+            col.setflags(write=False)  # handed to the schedule as they are (`_frozen`)
         return Schedule(
             collective=self.collective,
             topology_name=self.topology_name,
@@ -329,11 +389,11 @@ class ScheduleBuilder:
             method=self.method,
             params=self.params,
             step_starts=np.asarray(starts, dtype=np.int64),
-            src=cat(0, np.int64),
-            dst=cat(1, np.int64),
-            chunk=cat(2, np.int64),
-            op=cat(3, np.uint8),
-            route=cat(4, np.int64),
+            src=out[0],
+            dst=out[1],
+            chunk=out[2],
+            op=out[3],
+            route=out[4],
             routes=routes,
             topology_source=self.topology_source,
         )
@@ -371,7 +431,8 @@ def schedule_from_steps(
 
 
 # ===================================================================================== JSON I/O
-def _header(schedule: Schedule, topology_source: str | None = None) -> dict[str, Any]:
+def schedule_header(schedule: Schedule, topology_source: str | None = None) -> dict[str, Any]:
+    """The schedule file's top-level fields but ``steps`` (both encodings write them)."""
     c = schedule.collective
     topology = {"name": schedule.topology_name, "sha256": schedule.topology_sha256}
     source = schedule.topology_source if topology_source is None else topology_source
@@ -394,35 +455,58 @@ def _header(schedule: Schedule, topology_source: str | None = None) -> dict[str,
 def schedule_to_json(schedule: Schedule, *, topology_source: str | None = None) -> str:
     """Deterministic text of a schedule file: sorted keys everywhere, one step per line.
     ``topology_source`` (default: the schedule's own) is recorded as ``topology.source``."""
-    header = _header(schedule, topology_source)
-    via_text = [json.dumps(list(r), ensure_ascii=True) for r in schedule.routes]
+    return "".join(schedule_json_pieces(schedule, topology_source=topology_source))
+
+
+#: The JSON writer turns columns into Python lists this many transfers at a time (whole steps).
+JSON_BLOCK_TRANSFERS = 1 << 16
+
+
+def _via_text(route: tuple[str, ...]) -> str:
+    """``json.dumps(list(route), ensure_ascii=True)``, without building an encoder per route."""
+    return "[" + ", ".join(map(encode_basestring_ascii, route)) + "]"
+
+
+def schedule_json_pieces(schedule: Schedule, *, topology_source: str | None = None) -> Iterator[str]:
+    """The text of `schedule_to_json` in pieces (the header lines, then one piece per step line),
+    so that a file of millions of transfers is written without holding its text: memory stays at
+    the Python objects of `JSON_BLOCK_TRANSFERS` transfers."""
+    header = schedule_header(schedule, topology_source)
     op_text = [json.dumps(name) for name in OP_NAMES]
-    src = schedule.src.tolist()
-    dst = schedule.dst.tolist()
-    chunk = schedule.chunk.tolist()
-    op = schedule.op.tolist()
-    route = schedule.route.tolist()
-    out: list[str] = ["{"]
     for key in ("collective", "format"):
-        out.append(f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},')
+        yield "{\n" if key == "collective" else ""
+        yield f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},\n'
     if schedule.num_steps == 0:
-        out.append('  "steps": [],')
+        yield '  "steps": [],\n'
     else:
-        out.append('  "steps": [')
+        yield '  "steps": [\n'
+        via_text = [_via_text(r) for r in schedule.routes]
         starts = schedule.step_starts.tolist()
         last = schedule.num_steps - 1
-        for s in range(schedule.num_steps):
-            items = [
-                f'{{"chunk": {chunk[i]}, "dst": {dst[i]}, "op": {op_text[op[i]]}, "src": {src[i]}, "via": {via_text[route[i]]}}}'
-                for i in range(starts[s], starts[s + 1])
-            ]
-            out.append("    [" + ", ".join(items) + ("]," if s < last else "]"))
-        out.append("  ],")
+        first_step = 0
+        while first_step <= last:
+            # whole steps, together at most JSON_BLOCK_TRANSFERS transfers (at least one step)
+            lo = starts[first_step]
+            end_step = bisect.bisect_right(starts, lo + JSON_BLOCK_TRANSFERS, first_step + 1, last + 2) - 1
+            end_step = max(end_step, first_step + 1)
+            hi = starts[end_step]
+            src = schedule.src[lo:hi].tolist()
+            dst = schedule.dst[lo:hi].tolist()
+            chunk = schedule.chunk[lo:hi].tolist()
+            op = schedule.op[lo:hi].tolist()
+            route = schedule.route[lo:hi].tolist()
+            for s in range(first_step, end_step):
+                items = [
+                    f'{{"chunk": {chunk[i]}, "dst": {dst[i]}, "op": {op_text[op[i]]}, '
+                    f'"src": {src[i]}, "via": {via_text[route[i]]}}}'
+                    for i in range(starts[s] - lo, starts[s + 1] - lo)
+                ]
+                yield "    [" + ", ".join(items) + ("],\n" if s < last else "]\n")
+            first_step = end_step
+        yield "  ],\n"
     for key in ("synthesizer", "topology"):
-        out.append(f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},')
-    out.append(f'  "version": {SCHEDULE_VERSION}')
-    out.append("}")
-    return "\n".join(out) + "\n"
+        yield f'  "{key}": {json.dumps(header[key], sort_keys=True, ensure_ascii=True)},\n'
+    yield f'  "version": {SCHEDULE_VERSION}\n}}\n'
 
 
 INT64_MAX = 2**63 - 1
@@ -735,15 +819,18 @@ JSON_MEMORY_FACTOR = 12
 
 
 def load_schedule(path: str | Path) -> Schedule:
-    """Load a schedule file (structure only; run `synth.verify.verify` to check it).
+    """Load a schedule file (structure only; run `synth.verify.verify` to check it): the columnar
+    ``.npz`` encoding when the file starts like a zip archive (`synth.schedule_npz`), else JSON.
 
     Files in the layout that `schedule_to_json` writes are read by a fast path that parses numbers
     with numpy (a 2-million-transfer file in about 2 s instead of 9); anything else goes through
     the general JSON reader, which reports malformed entries by their JSON path. Both accept
     exactly the same files and give the same schedule. The file is read only if it is a regular
     file that fits in `MAX_SCHEDULE_BYTES` and in the memory available."""
-
     source = str(path)
+    if is_zip_file(path):  # the content decides, whatever the extension
+        document, columns = read_npz_document(path)
+        return schedule_from_document(document, source=source, columns=columns)
     try:
         size = os.stat(path).st_size
     except OSError:
@@ -764,9 +851,28 @@ def load_schedule(path: str | Path) -> Schedule:
 def save_schedule(
     schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = (), topology_source: str | None = None
 ) -> Written:
-    """Write a schedule file atomically; refuses to overwrite any path in ``protect``.
+    """Write a schedule file atomically, as JSON or, for a path ending in ``.npz``, in the
+    columnar encoding (`synth.schedule_npz`); refuses to overwrite any path in ``protect``.
     ``topology_source`` is recorded as ``topology.source`` (`synth.builtin.TopologyLocation`)."""
-    return write_text_atomic(path, schedule_to_json(schedule, topology_source=topology_source), protect=protect)
+    if is_npz_path(path):
+        header = schedule_header(schedule, topology_source)
+        return write_stream_atomic(path, lambda fh: write_schedule_npz(schedule, header, fh), protect=protect)
+    return write_stream_atomic(
+        path, lambda fh: write_schedule_json(schedule, fh, topology_source=topology_source), protect=protect
+    )
+
+
+def write_schedule_json(schedule: Schedule, fh: BinaryIO, *, topology_source: str | None = None) -> None:
+    """Write `schedule_to_json`'s text to the binary file ``fh`` piece by piece (UTF-8)."""
+    buffer: list[str] = []
+    size = 0
+    for piece in schedule_json_pieces(schedule, topology_source=topology_source):
+        buffer.append(piece)
+        size += len(piece)
+        if size >= 1 << 22:
+            fh.write("".join(buffer).encode("utf-8"))
+            buffer, size = [], 0
+    fh.write("".join(buffer).encode("utf-8"))
 
 
 class TopologyMismatch(InputError):

@@ -34,7 +34,9 @@ from synth.schedule import OP_COPY, OP_REDUCE, Schedule, check_topology_match
 from synth.text import printable
 from synth.topology import Topology
 
-DEFAULT_MEMORY_BUDGET = 256 * 2**20  # bytes of verifier state per chunk block
+#: Bytes of verifier state per chunk block: this, or one int64 column of the schedule's size when
+#: that is more (a schedule of millions of transfers then replays in one block).
+DEFAULT_MEMORY_BUDGET = 256 * 2**20
 
 RULES = ("rank", "chunk", "op", "route", "unheld", "conflict", "double", "post")
 
@@ -92,7 +94,7 @@ def verify(
     topology: Topology,
     *,
     check_hash: bool = True,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    memory_budget: int | None = None,
 ) -> VerifyResult:
     """Check ``schedule`` against ``topology``; returns the first violation, if any.
 
@@ -101,12 +103,13 @@ def verify(
     """
     if check_hash or schedule.collective.num_ranks != topology.num_ranks:
         check_topology_match(schedule, topology)
-    short = _too_few_transfers(schedule, memory_budget)
+    budget = memory_budget if memory_budget is not None else max(DEFAULT_MEMORY_BUDGET, 8 * schedule.num_transfers)
+    short = _too_few_transfers(schedule, budget)
     if short is not None:
         return VerifyResult(schedule, short)
     structural = _structural_violation(schedule, topology)
     limit = schedule.num_transfers if structural is None else structural[0]
-    semantic = _replay(schedule, limit, memory_budget, topology)
+    semantic = _replay(schedule, limit, budget, topology)
     if semantic is not None:
         return VerifyResult(schedule, semantic)
     if structural is not None:
@@ -144,6 +147,11 @@ def _too_few_transfers(schedule: Schedule, budget: int) -> Violation | None:
 
 
 # ===================================================================================== structure
+#: Transfers the structural checks look at together (their temporaries stay a few MB whatever
+#: the schedule's size; the first block with a violation ends the search).
+STRUCTURE_BLOCK = 1 << 18
+
+
 def _position(schedule: Schedule, index: int) -> tuple[int, int]:
     step = int(np.searchsorted(schedule.step_starts, index, side="right") - 1)
     return step, index - int(schedule.step_starts[step])
@@ -154,21 +162,31 @@ def _structural_violation(schedule: Schedule, topology: Topology) -> tuple[int, 
     n = schedule.num_transfers
     if n == 0:
         return None
+    routes = _RouteTable(schedule, topology)
+    for lo in range(0, n, STRUCTURE_BLOCK):
+        found = _structural_in(schedule, routes, lo, min(n, lo + STRUCTURE_BLOCK))
+        if found is not None:
+            return found
+    return None
+
+
+def _structural_in(schedule: Schedule, routes: _RouteTable, lo: int, hi: int) -> tuple[int, Violation] | None:
+    """`_structural_violation` within transfers ``lo`` … ``hi - 1``."""
     coll = schedule.collective
     r, g = coll.num_ranks, coll.num_chunks
-    src, dst, chunk, op = schedule.src, schedule.dst, schedule.chunk, schedule.op
+    src, dst, chunk, op = (a[lo:hi] for a in (schedule.src, schedule.dst, schedule.chunk, schedule.op))
     candidates: list[tuple[int, int, Violation]] = []  # (index, rule order, violation)
 
     def first(mask: np.ndarray) -> int | None:
         hits = np.flatnonzero(mask)
         return int(hits[0]) if hits.size else None
 
-    def add(index: int | None, rule: str, rank: int | None, message: str) -> None:
-        if index is None:
+    def add(i: int | None, rule: str, rank: int | None, message: str) -> None:
+        if i is None:
             return
-        step, t = _position(schedule, index)
-        ch = int(chunk[index])
-        candidates.append((index, RULES.index(rule), Violation(rule, step, t, rank, ch, message)))
+        step, t = _position(schedule, lo + i)
+        ch = int(chunk[i])
+        candidates.append((lo + i, RULES.index(rule), Violation(rule, step, t, rank, ch, message)))
 
     i = first((src < 0) | (src >= r))
     add(i, "rank", None, f"src {int(src[i])} is not a rank (0..{r - 1})" if i is not None else "")
@@ -186,83 +204,128 @@ def _structural_violation(schedule: Schedule, topology: Topology) -> tuple[int, 
         int(dst[i]) if i is not None else None,
         f"op 'reduce' is not allowed in {coll.kind.value} (only in reductions)" if i is not None else "",
     )
-    route_bad = _route_violations(schedule, topology)
+    route_bad = routes.first_violation(src, dst, schedule.route[lo:hi])
     if route_bad is not None:
-        index, message = route_bad
-        add(index, "route", int(src[index]), message)
+        i, message = route_bad
+        add(i, "route", int(src[i]), message)
     if not candidates:
         return None
     index, _, violation = min(candidates, key=lambda c: (c[0], c[1]))
     return index, violation
 
 
-def _route_violations(schedule: Schedule, topology: Topology) -> tuple[int, str] | None:
-    """First transfer whose path does not follow links through switches, with a message."""
-    n_nodes = topology.num_nodes
-    r = topology.num_ranks
-    names = topology.node_index
-    # per route: node ids of the via list, or an error message
-    route_nodes: list[list[int] | None] = []
-    route_error: list[str | None] = []
-    for via in schedule.routes:
-        ids: list[int] = []
-        err = None
-        for pos, name in enumerate(via):
-            node = names.get(name)
-            if node is None:
-                err = f"via[{pos}] {name!r} is not a node of topology {topology.name!r}"
-                break
-            if node < r:
-                err = f"via[{pos}] {name!r} is a rank, not a switch (ranks relay only by receiving and sending)"
-                break
-            if node in ids:
-                err = f"via[{pos}] {name!r} appears twice in the route"
-                break
-            ids.append(node)
-        if err is None:
-            for a, b in pairwise(ids):
-                if (a, b) not in topology.link_index:
-                    err = f"no link {topology.node_name(a)} -> {topology.node_name(b)}"
-                    break
-        route_nodes.append(ids if err is None else None)
-        route_error.append(err)
+class _LinkPairs:
+    """Membership of (a, b) node pairs in a set of directed links, for ``a`` in ``0 … rows − 1``:
+    a table with a byte per (row, node) up to `MAX_TABLE_BYTES`, else a bit per pair up to
+    `MAX_PAIR_BITS` (a lookup per transfer either way), else a binary search in the sorted keys."""
 
-    src = np.clip(schedule.src, 0, max(r - 1, 0))
-    dst = np.clip(schedule.dst, 0, max(r - 1, 0))
-    route = schedule.route
-    first_hop = np.array([ids[0] if ids else -1 for ids in (x or [-1] for x in route_nodes)], dtype=np.int64)
-    last_hop = np.array([ids[-1] if ids else -1 for ids in (x or [-1] for x in route_nodes)], dtype=np.int64)
-    has_via = np.array([len(v) > 0 for v in schedule.routes], dtype=bool)
-    route_ok = np.array([e is None for e in route_error], dtype=bool)
-    hv = has_via[route]
-    first_dst = np.where(hv, first_hop[route], dst)
-    last_src = np.where(hv, last_hop[route], src)
-    link_keys = np.array(sorted(a * n_nodes + b for a, b in topology.link_index), dtype=np.int64)
+    MAX_TABLE_BYTES = 1 << 26
+    MAX_PAIR_BITS = 1 << 31
 
-    def exists(keys: np.ndarray) -> np.ndarray:
-        if link_keys.size == 0:
+    def __init__(self, pairs: list[tuple[int, int]], rows: int, columns: int):
+        self.columns = columns
+        keys = np.array(sorted(a * columns + b for a, b in pairs), dtype=np.int64)
+        self.keys = keys
+        self.table: np.ndarray | None = None
+        self.bits: np.ndarray | None = None
+        if rows * columns <= self.MAX_TABLE_BYTES:
+            self.table = np.zeros(rows * columns, dtype=bool)
+            self.table[keys] = True
+        elif rows * columns <= self.MAX_PAIR_BITS:
+            self.bits = np.zeros((rows * columns + 7) // 8, dtype=np.uint8)
+            np.bitwise_or.at(self.bits, keys >> 3, (np.uint8(1) << (keys & 7).astype(np.uint8)).astype(np.uint8))
+
+    def contains(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether each (a[i], b[i]) is a link (``a`` within the rows, ``b`` a node)."""
+        keys = a * self.columns + b
+        if self.table is not None:
+            return self.table[keys]
+        if self.bits is not None:
+            return ((self.bits[keys >> 3] >> (keys & 7).astype(np.uint8)) & 1).astype(bool)
+        if self.keys.size == 0:
             return np.zeros(keys.shape, dtype=bool)
-        pos = np.searchsorted(link_keys, keys)
-        pos = np.minimum(pos, link_keys.size - 1)
-        return link_keys[pos] == keys
+        pos = np.minimum(np.searchsorted(self.keys, keys), self.keys.size - 1)
+        return self.keys[pos] == keys
 
-    ok_first = exists(src * n_nodes + first_dst)
-    ok_last = exists(last_src * n_nodes + dst)
-    bad = ~route_ok[route] | ~ok_first | ~ok_last
-    hits = np.flatnonzero(bad)
-    if not hits.size:
-        return None
-    i = int(hits[0])
-    rid = int(route[i])
-    s, d = int(src[i]), int(dst[i])
-    if route_error[rid] is not None:
-        return i, str(route_error[rid])
-    if not ok_first[i]:
-        a, b = s, int(first_dst[i])
-    else:
-        a, b = int(last_src[i]), d
-    path = " -> ".join([topology.node_name(s), *schedule.routes[rid], topology.node_name(d)])
-    return i, f"no link {topology.node_name(a)} -> {topology.node_name(b)} on path {path}"
+
+class _RouteTable:
+    """What the route check needs, computed once per schedule: every route's switches (or what is
+    wrong with it), its first and last switch, and the links out of and into ranks."""
+
+    def __init__(self, schedule: Schedule, topology: Topology):
+        self.schedule = schedule
+        self.topology = topology
+        r = topology.num_ranks
+        n_nodes = topology.num_nodes
+        names = topology.node_index
+        self.route_error: list[str | None] = []
+        nodes: list[list[int]] = []
+        for via in schedule.routes:
+            ids: list[int] = []
+            err = None
+            for pos, name in enumerate(via):
+                node = names.get(name)
+                if node is None:
+                    err = f"via[{pos}] {name!r} is not a node of topology {topology.name!r}"
+                    break
+                if node < r:
+                    err = f"via[{pos}] {name!r} is a rank, not a switch (ranks relay only by receiving and sending)"
+                    break
+                if node in ids:
+                    err = f"via[{pos}] {name!r} appears twice in the route"
+                    break
+                ids.append(node)
+            if err is None:
+                for a, b in pairwise(ids):
+                    if (a, b) not in topology.link_index:
+                        err = f"no link {topology.node_name(a)} -> {topology.node_name(b)}"
+                        break
+            nodes.append(ids if err is None else [])
+            self.route_error.append(err)
+        self.first_hop = np.array([ids[0] if ids else -1 for ids in nodes], dtype=np.int64)
+        self.last_hop = np.array([ids[-1] if ids else -1 for ids in nodes], dtype=np.int64)
+        self.has_via = np.array([len(v) > 0 for v in schedule.routes], dtype=bool)
+        self.route_ok = np.array([e is None for e in self.route_error], dtype=bool)
+        # links out of a rank, keyed (rank, node); links into a rank, keyed (rank, node) as well
+        self.out_of_rank = _LinkPairs([(a, b) for a, b in topology.link_index if a < r], r, n_nodes)
+        self.into_rank = _LinkPairs([(b, a) for a, b in topology.link_index if b < r], r, n_nodes)
+
+    def first_violation(self, src: np.ndarray, dst: np.ndarray, route: np.ndarray) -> tuple[int, str] | None:
+        """First transfer (index into these columns) whose path does not follow links through
+        switches, with a message. Ranks out of range are the rank rule's business (clipped)."""
+        topology = self.topology
+        r = topology.num_ranks
+        top = max(r - 1, 0)
+        if src.size and (int(src.min()) < 0 or int(src.max()) > top):
+            src = np.clip(src, 0, top)
+        if dst.size and (int(dst.min()) < 0 or int(dst.max()) > top):
+            dst = np.clip(dst, 0, top)
+        if not self.has_via.any():  # every transfer is direct: its one link is src -> dst
+            ok_first = ok_last = self.out_of_rank.contains(src, dst)
+            bad = ~ok_first
+        else:
+            hv = self.has_via[route]
+            first_dst = np.where(hv, self.first_hop[route], dst)
+            last_src = np.where(hv, self.last_hop[route], src)
+            first_dst[first_dst < 0] = 0  # routes with an error: reported by route_ok
+            last_src[last_src < 0] = 0
+            ok_first = self.out_of_rank.contains(src, first_dst)
+            ok_last = self.into_rank.contains(dst, last_src)
+            bad = ~self.route_ok[route] | ~ok_first | ~ok_last
+        hits = np.flatnonzero(bad)
+        if not hits.size:
+            return None
+        i = int(hits[0])
+        rid = int(route[i])
+        s, d = int(src[i]), int(dst[i])
+        if self.route_error[rid] is not None:
+            return i, str(self.route_error[rid])
+        if not ok_first[i]:
+            a, b = s, int(first_dst[i]) if self.has_via.any() else d
+        else:
+            a, b = int(last_src[i]), d
+        path = " -> ".join([topology.node_name(s), *self.schedule.routes[rid], topology.node_name(d)])
+        return i, f"no link {topology.node_name(a)} -> {topology.node_name(b)} on path {path}"
 
 
 # ===================================================================================== replay
@@ -272,8 +335,15 @@ def _replay(schedule: Schedule, limit: int, budget: int, topology: Topology) -> 
     coll = schedule.collective
     r, g = coll.num_ranks, coll.num_chunks
     words = (r + 63) // 64
-    per_chunk = r * words * 8 if coll.is_reduction else r
+    per_chunk = r * words * 8 if coll.is_reduction else r * _CopyReplay.BYTES_PER_ENTRY
     block = max(1, min(g, budget // max(per_chunk, 1)))
+    replay = _ReductionReplay if coll.is_reduction else _CopyReplay
+    if block >= g:  # one block: the steps' own slices, in order, no sorting by block
+        state = replay(schedule, coll, np.arange(g, dtype=np.int64))
+        found = state.run_steps(limit)
+        if found is not None or limit < schedule.num_transfers:
+            return found
+        return state.postcondition()
     chunk = schedule.chunk[:limit]
     block_of = chunk // block
     order = np.lexsort((np.arange(limit), block_of)) if limit else np.zeros(0, dtype=np.int64)
@@ -291,7 +361,6 @@ def _replay(schedule: Schedule, limit: int, budget: int, topology: Topology) -> 
         base = b * block
         width = min(block, g - base)
         chunks = np.arange(base, base + width, dtype=np.int64)
-        replay = _ReductionReplay if coll.is_reduction else _CopyReplay
         state = replay(schedule, coll, chunks)
         found = state.run(idx, step_of, stop_key=best_key)
         if found is not None:
@@ -329,44 +398,74 @@ class _Replay:
                 return found
         return None
 
-    def _step(self, part: np.ndarray, step: int) -> Violation | None:
+    def run_steps(self, limit: int) -> Violation | None:
+        """Replay every transfer before ``limit``, step by step (the whole collective is one block)."""
+        starts = self.schedule.step_starts.tolist()
+        for step in range(self.schedule.num_steps):
+            lo, hi = starts[step], min(starts[step + 1], limit)
+            if lo >= limit:
+                break
+            if hi > lo:
+                found = self._step(slice(lo, hi), step)
+                if found is not None:
+                    return found
+        return None
+
+    def _step(self, part: np.ndarray | slice, step: int) -> Violation | None:
+        """Check and apply the transfers ``part`` (indexes or a slice of the columns) of ``step``."""
         raise NotImplementedError
 
 
+def _index(part: np.ndarray | slice, j: int) -> int:
+    """The schedule's index of the ``j``-th transfer of ``part``."""
+    return part.start + j if isinstance(part, slice) else int(part[j])
+
+
 class _CopyReplay(_Replay):
-    """Holds-matrix replay for non-reduction collectives (one block of chunks)."""
+    """Holds-matrix replay for non-reduction collectives (one block of chunks).
+
+    State: ``holds`` [ranks, chunks] and ``mark``, an int32 per (rank, chunk) that tells repeated
+    writes apart without sorting: each transfer of a step writes its position in the step into
+    ``mark`` at its (dst, chunk) and reads it back; a (dst, chunk) written twice keeps one value,
+    so some transfer reads another's. Both are indexed flat (row × width + column), which numpy
+    gathers and scatters several times faster than a pair of index arrays."""
+
+    BYTES_PER_ENTRY = 1 + 4  # holds, mark
 
     def __init__(self, schedule: Schedule, coll: Collective, chunks: np.ndarray):
         super().__init__(schedule, coll, chunks)
         self.holds = coll.initial_holders(chunks)
+        self.flat = self.holds.reshape(-1)
+        self.mark = np.zeros(self.flat.size, dtype=np.int32)
+        longest = int(np.diff(schedule.step_starts).max()) if schedule.num_steps else 0
+        self.positions = np.arange(longest, dtype=np.int32)
 
-    def _step(self, part: np.ndarray, step: int) -> Violation | None:
+    def _step(self, part: np.ndarray | slice, step: int) -> Violation | None:
         sched = self.schedule
         s, d = sched.src[part], sched.dst[part]
-        lc = sched.chunk[part] - self.base
+        lc = sched.chunk[part] - self.base if self.base else sched.chunk[part]
         start = int(sched.step_starts[step])
         bad: list[tuple[int, int, Violation]] = []
-        held = self.holds[s, lc]
+        held = self.flat[s * self.width + lc]
         if not held.all():
             j = int(np.flatnonzero(~held)[0])
-            i = int(part[j])
+            i = _index(part, j)
             message = f"rank {int(s[j])} sends chunk {int(sched.chunk[i])} to rank {int(d[j])} but does not hold it"
             bad.append(_flag("unheld", i, step, start, int(s[j]), int(sched.chunk[i]), message))
         keys = d * self.width + lc
-        if keys.size > 1:
+        positions = self.positions[: keys.size]
+        self.mark[keys] = positions
+        if not np.array_equal(self.mark[keys], positions):  # some (dst, chunk) is written twice
             perm = np.argsort(keys, kind="stable")
             ks = keys[perm]
             dup = np.flatnonzero(ks[1:] == ks[:-1]) + 1
-            if dup.size:
-                j = int(perm[dup].min())
-                i = int(part[j])
-                message = (
-                    f"rank {int(d[j])} receives chunk {int(sched.chunk[i])} twice in one step (a copy must be the only write)"
-                )
-                bad.append(_flag("conflict", i, step, start, int(d[j]), int(sched.chunk[i]), message))
+            j = int(perm[dup].min())
+            i = _index(part, j)
+            message = f"rank {int(d[j])} receives chunk {int(sched.chunk[i])} twice in one step (a copy must be the only write)"
+            bad.append(_flag("conflict", i, step, start, int(d[j]), int(sched.chunk[i]), message))
         if bad:
             return min(bad, key=lambda x: (x[0], x[1]))[2]
-        self.holds[d, lc] = True
+        self.flat[keys] = True
         return None
 
     def postcondition(self) -> Violation | None:
@@ -403,7 +502,9 @@ class _ReductionReplay(_Replay):
             full[w] = np.uint64((1 << bits) - 1) if bits < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
         self.full = full
 
-    def _step(self, part: np.ndarray, step: int) -> Violation | None:
+    def _step(self, part: np.ndarray | slice, step: int) -> Violation | None:
+        if isinstance(part, slice):
+            part = np.arange(part.start, part.stop, dtype=np.int64)
         sched = self.schedule
         start = int(sched.step_starts[step])
         s, d, op = sched.src[part], sched.dst[part], sched.op[part]

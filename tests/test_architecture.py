@@ -43,7 +43,11 @@ LAYERS = (
             "synth.solver_output",
         ),
     ),
-    (1, "data model", ("synth.topology", "synth.collective", "synth.schedule", "synth.generators", "synth.builtin")),
+    (
+        1,
+        "data model",
+        ("synth.topology", "synth.collective", "synth.schedule", "synth.schedule_npz", "synth.generators", "synth.builtin"),
+    ),
     (2, "analysis", ("synth.routing", "synth.verify", "synth.transform", "synth.simulate", "synth.bounds")),
     (3, "method", ("synth.method",)),
     (3, "exec", ("synth.exec",)),

@@ -9,27 +9,35 @@ memory (an address-space limit is set around each run, so an unbounded allocatio
 instead of the machine).
 
 Each reader is a `Reader`: its seed files and the command line that reads a file. MSCCL XML
-(``synth import msccl``), NCCL topology XML (``synth topo import``) and the coming columnar
-``.npz`` schedule encoding are added as further entries of `READERS` with their own seeds and, for
-binary or XML formats, their own `Reader.mutations`.
+(``synth import msccl``), NCCL topology XML (``synth topo import``) and the columnar ``.npz``
+schedule encoding are further entries of `READERS` with their own seeds (``encode`` turns a seed
+file into the format: the npz reader's seeds are the JSON schedules, converted) and, for binary or
+XML formats, their own `Reader.mutations` (for ``.npz``: the archive's bytes, its ``header.json``
+as JSON, and its columns' values, data types and shapes).
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import resource
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth.builtin import builtin_path
+from synth.fileio import parse_json
+from synth.schedule import schedule_from_document, schedule_header
+from synth.schedule_npz import write_schedule_npz
 from tests.cli_helpers import invoke
 
 REPO = Path(__file__).resolve().parent.parent
@@ -127,16 +135,27 @@ class Reader:
     """A file format users bring and the command that reads it.
 
     ``command(path)`` is the command line (without ``synth``); ``ok_codes`` the exit codes of a
-    result (2 is always bad input); ``mutations`` build a mutated file from a seed's bytes."""
+    result (2 is always bad input); ``mutations`` build a mutated file from a seed's bytes;
+    ``encode`` turns a seed file's bytes into the format read (and ``suffix`` names it)."""
 
     name: str
     seeds: Sequence[Path]
     command: Callable[[Path], list[str]]
     ok_codes: frozenset[int] = frozenset({0})
     mutations: Sequence[Callable[[bytes], st.SearchStrategy[bytes]]] = field(default=(json_mutation, byte_mutation))
+    encode: Callable[[bytes], bytes] | None = None
+    suffix: str | None = None
+
+    def seed_files(self) -> list[tuple[str, bytes]]:
+        """(file name, bytes) of each seed in the format read."""
+        out = []
+        for p in self.seeds:
+            data = p.read_bytes()
+            out.append((p.with_suffix(self.suffix).name if self.suffix else p.name, self.encode(data) if self.encode else data))
+        return out
 
     def mutated_files(self) -> st.SearchStrategy[tuple[str, bytes]]:
-        seeds = [(p.name, p.read_bytes()) for p in self.seeds]
+        seeds = self.seed_files()
         return st.sampled_from(seeds).flatmap(
             lambda s: st.one_of(*(m(s[1]) for m in self.mutations)).map(lambda data, name=s[0]: (name, data))
         )
@@ -146,6 +165,80 @@ def _schedules() -> list[Path]:
     folder = REPO / "generated"
     picks = ["dgx1/allreduce-ring.json", "dgx1/broadcast-binomial.json", "dgx-a100/allgather-direct.json"]
     return [folder / p for p in picks if (folder / p).is_file()]
+
+
+# ------------------------------------------------------------------------------ the columnar encoding
+NPZ_COLUMNS = ("step_starts", "src", "dst", "chunk", "op", "route")
+
+
+def schedule_json_to_npz(data: bytes) -> bytes:
+    """A JSON schedule file's bytes as the ``.npz`` file ``synth convert`` would write."""
+    schedule = schedule_from_document(parse_json(data, "seed"), source="seed")
+    out = io.BytesIO()
+    write_schedule_npz(schedule, schedule_header(schedule), out)
+    return out.getvalue()
+
+
+def _members(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def _archive(members: dict[str, bytes], deflate: bool = False) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+def _npy(array: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, array, allow_pickle=array.dtype.hasobject)
+    return out.getvalue()
+
+
+@st.composite
+def npz_header_mutation(draw, seed: bytes) -> bytes:
+    """The archive with its ``header.json`` mutated as JSON (counts, routes, collective, …)."""
+    members = _members(seed)
+    members["header.json"] = draw(json_mutation(members["header.json"]))
+    return _archive(members, deflate=draw(st.booleans()))
+
+
+NASTY_INTS = [0, 1, -1, 2, 7, 255, 2**31 - 1, -(2**31), 2**62, -(2**63)]
+
+
+@st.composite
+def npz_column_mutation(draw, seed: bytes) -> bytes:
+    """The archive with one column changed: values set to nasty integers, another data type or byte
+    order, another length or shape, Python objects, or the member dropped or doubled."""
+    members = _members(seed)
+    name = draw(st.sampled_from(NPZ_COLUMNS))
+    column = np.load(io.BytesIO(members[f"{name}.npy"]))
+    kind = draw(st.sampled_from(["values", "dtype", "length", "shape", "objects", "drop", "order"]))
+    if kind == "values" and column.size:
+        column = column.astype(np.int64)
+        for _ in range(draw(st.integers(1, 3))):
+            column[draw(st.integers(0, column.size - 1))] = draw(st.sampled_from(NASTY_INTS))
+        wide = column.min() < np.iinfo(np.int32).min or column.max() > np.iinfo(np.int32).max
+        keep = np.dtype(np.int64) if wide or name == "step_starts" else column.dtype
+        members[f"{name}.npy"] = _npy(column.astype(np.uint8) if name == "op" else column.astype(keep))
+    elif kind == "dtype":
+        dtype = draw(st.sampled_from(["<f8", "<u4", "<i2", "|b1", ">i4", "<i8", "<c16"]))
+        members[f"{name}.npy"] = _npy(column.astype(dtype))
+    elif kind == "length":
+        cut = draw(st.integers(0, column.size + 3))
+        members[f"{name}.npy"] = _npy(np.resize(column, cut))
+    elif kind == "shape" and column.size % 2 == 0:
+        members[f"{name}.npy"] = _npy(column.reshape(2, -1))
+    elif kind == "objects":
+        members[f"{name}.npy"] = _npy(column.astype(object))
+    elif kind == "drop":
+        del members[f"{name}.npy"]
+    elif kind == "order" and column.size % 2 == 0:
+        members[f"{name}.npy"] = _npy(np.asfortranarray(column.reshape(2, -1)))
+    return _archive(members, deflate=draw(st.booleans()))
 
 
 READERS = [
@@ -159,6 +252,15 @@ READERS = [
         _schedules(),
         lambda path: ["verify", str(path)],
         ok_codes=frozenset({0, 1}),  # 1: a well-formed schedule that fails verification
+    ),
+    Reader(
+        "schedule npz",
+        _schedules(),
+        lambda path: ["verify", str(path)],
+        ok_codes=frozenset({0, 1}),
+        mutations=(npz_header_mutation, npz_column_mutation, byte_mutation),
+        encode=schedule_json_to_npz,
+        suffix=".npz",
     ),
 ]
 
@@ -217,8 +319,8 @@ def test_mutated_files_get_one_line_or_a_result(reader, tmp_path_factory):
 
 @pytest.mark.parametrize("reader", READERS, ids=[r.name for r in READERS])
 def test_the_seeds_themselves_read(reader, tmp_path):
-    for seed in reader.seeds:
-        path = tmp_path / seed.name
-        path.write_bytes(seed.read_bytes())
+    for name, data in reader.seed_files():
+        path = tmp_path / name
+        path.write_bytes(data)
         result = invoke(*reader.command(path))
         assert result.exit_code == 0, result.output

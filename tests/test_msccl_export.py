@@ -243,3 +243,15 @@ def test_several_chunks_per_piece_round_trip(kind, builtin):
     for inplace in (False, True):
         algo, _ = parse_msccl_text(algo_to_xml(export_msccl(schedule, inplace=inplace).algo))
         assert compare(schedule, import_msccl(algo, topo).schedule).identical_steps
+
+
+def test_schedule_too_large_to_lay_out_is_refused_first(monkeypatch):
+    """The layout keeps Python objects per transfer (about 3 kB each): a schedule that would not
+    fit in memory is refused in one line before anything is laid out."""
+    from synth.interop import msccl_export
+
+    schedule = load_schedule(GENERATED / "dgx1" / "allgather-ring.json")
+    monkeypatch.setattr(msccl_export, "available_memory", lambda: schedule.num_transfers * 2000)
+    with pytest.raises(msccl_export.LimitExceeded) as err:
+        export_msccl(schedule)
+    assert "56 transfers" in str(err.value) and "would need about" in str(err.value)

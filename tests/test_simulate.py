@@ -299,6 +299,26 @@ def test_sync_matches_the_literal_formula_on_random_schedules(name):
 
 
 # =========================================================================== properties of both models
+@pytest.mark.parametrize("name", sorted(RANDOM_TOPOLOGIES))
+def test_sync_in_blocks_of_steps_is_the_same(name, monkeypatch):
+    """The step-synchronous lines computed a few steps at a time, or from the whole schedule's
+    paths, are the same lines (byte for byte), whatever the block size."""
+    from synth.simulate import sync as sync_module
+
+    base = RANDOM_TOPOLOGIES[name]()
+    for seed in range(6):
+        topo = randomized(base, seed)
+        sched = random_schedule(topo, seed, steps=9)
+        whole = Simulator(sched, topo)
+        reference = sync_module.step_lines(sched, topo, whole.paths, per_transfer=True)
+        for block in (1, 5, 17):
+            monkeypatch.setattr(sync_module, "LINES_BLOCK", block)
+            blocked = sync_module.step_lines(sched, topo, per_transfer=True)
+            for field in ("line_step", "line_latency", "line_slope", "transfer_latency", "transfer_slope"):
+                assert np.array_equal(getattr(blocked, field), getattr(reference, field)), (name, seed, block, field)
+        assert [r.time_us for r in Simulator(sched, topo).sync(SIZES)] == [r.time_us for r in whole.sync(SIZES)]
+
+
 def test_a_single_transfer_takes_the_same_time_in_both_models():
     topo = randomized(gen.fattree(racks=2, servers=2, gpus=2), 7)
     router = router_for(topo)

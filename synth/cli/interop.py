@@ -18,7 +18,7 @@ from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topol
 from synth.collective import parse_kind
 from synth.errors import InputError
 from synth.fileio import write_text_atomic
-from synth.interop.msccl_export import export_msccl
+from synth.interop.msccl_export import check_export_memory, export_msccl
 from synth.interop.msccl_import import import_msccl
 from synth.interop.msccl_set import INDEX_PATH, build_set, write_set
 from synth.interop.msccl_xml import MAX_CHANNELS, PROTOCOLS, algo_to_xml, parse_msccl
@@ -92,6 +92,7 @@ def export_msccl_cmd(schedule, output, topology, channels, proto, min_bytes, max
     """Export SCHEDULE as an MSCCL algorithm XML (MSCCL runtime, RCCL). The schedule is verified
     first; the XML is executed symbolically before it is written."""
     sched = load_schedule(schedule)
+    check_export_memory(sched)  # before verifying: a schedule too large to lay out is refused at once
     topo, topo_source = schedule_topology_arg(sched, schedule, topology)
     verify_or_exit(sched, topo, schedule)
     lo = None if min_bytes is None else _size("--min-bytes", min_bytes)

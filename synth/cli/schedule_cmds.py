@@ -1,4 +1,4 @@
-"""``synth synthesize``, ``synth verify``, ``synth methods`` and ``synth regenerate``."""
+"""``synth synthesize``, ``synth verify``, ``synth convert``, ``synth methods`` and ``synth regenerate``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from synth.limits import check_collective_size
 from synth.progress import Progress
 from synth.registry import METHODS, make_collective, synthesize
 from synth.schedule import load_schedule, save_schedule
+from synth.schedule_npz import is_npz_path
 from synth.units import parse_sizes
 
 
@@ -107,6 +108,20 @@ def verify_cmd(schedule, topology):
     click.echo(verify_or_exit(sched, topo, schedule).summary())
 
 
+@click.command("convert", short_help="Rewrite a schedule file as JSON or .npz (the output's extension chooses).")
+@click.argument("source")
+@click.argument("output")
+def convert_cmd(source, output):
+    """Read the schedule SOURCE (JSON or the columnar .npz; the content decides) and write it to
+    OUTPUT: in the columnar encoding if OUTPUT ends in .npz, else as JSON. The schedule is not
+    verified (no topology is needed); the transfers, steps and header are carried over exactly,
+    so converting back gives the same bytes as a file synth wrote."""
+    sched = load_schedule(source)
+    written = save_schedule(sched, output, protect=[source])
+    encoding = "columnar .npz" if is_npz_path(output) else "JSON"
+    click.echo(f"{written.verb} {output} ({encoding}): {sched.summary()}")
+
+
 @click.command("methods", short_help="List synthesizers and the collectives they serve.")
 def methods_cmd():
     """List the synthesizers and the collectives each serves."""
@@ -147,4 +162,4 @@ def regenerate_cmd(out, check, quiet):
         click.echo(f"{count} cases, {len(changed)} file(s) written or removed under {out}")
 
 
-COMMANDS = [synthesize_cmd, verify_cmd, methods_cmd, regenerate_cmd]
+COMMANDS = [synthesize_cmd, verify_cmd, convert_cmd, methods_cmd, regenerate_cmd]

@@ -143,16 +143,29 @@ class Simulator:
     def __init__(self, schedule: Schedule, topology: Topology):
         self.schedule = schedule
         self.topology = topology
-        self.paths: TransferPaths = transfer_paths(schedule, topology)
+        self._paths: TransferPaths | None = None
         self._lines: StepLines | None = None
         self._groups: DependencyGroups | None = None
         self._network: SharingNetwork | None = None
         self._messages: dict[tuple[float | None, float | None], Messages] = {}
 
     @property
+    def paths(self) -> TransferPaths:
+        """Every transfer's path (the event model and timelines need them; the step-synchronous
+        times alone are computed a block of steps at a time without them)."""
+        if self._paths is None:
+            self._paths = transfer_paths(self.schedule, self.topology)
+        return self._paths
+
+    @property
     def lines(self) -> StepLines:
         if self._lines is None:
-            self._lines = step_lines(self.schedule, self.topology, self.paths)
+            self._lines = step_lines(self.schedule, self.topology, self._paths)
+        return self._lines
+
+    def _lines_per_transfer(self) -> StepLines:
+        if self._lines is None or self._lines.transfer_latency is None:
+            self._lines = step_lines(self.schedule, self.topology, self._paths, per_transfer=True)
         return self._lines
 
     @property
@@ -194,10 +207,11 @@ class Simulator:
         for k, size in enumerate(sizes):
             tl = None
             if timeline:
+                lines = self._lines_per_transfer()
                 step_start = np.concatenate(([0.0], np.cumsum(step_times[:, k])[:-1]))
                 start = step_start[self.schedule.step_of_transfer]
-                data_start = start + self.lines.transfer_latency
-                end = start + self.lines.transfer_times_us(chunk[k])
+                data_start = start + lines.transfer_latency
+                end = start + lines.transfer_times_us(chunk[k])
                 tl = self._timeline(start, data_start, end)
             results.append(self._result("sync", size, float(totals[k]), tl))
         return results
