@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.builtin import get_topology
+from synth.registry import synthesize
 from synth.simulate import Simulator
 from synth.simulate.event import simulate_events
 from synth.units import format_size, size_range

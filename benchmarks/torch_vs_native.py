@@ -44,7 +44,7 @@ def _rank(out: str, rounds: int) -> None:
 
     import synth.torch as st
     from synth import generators
-    from synth.algorithms import synthesize
+    from synth.registry import synthesize
 
     rank, world = dist.get_rank(), dist.get_world_size()
     topology = generators.ring(world)

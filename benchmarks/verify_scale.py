@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from synth import generators as gen
-from synth.algorithms import synthesize
+from synth.registry import synthesize
 from synth.schedule import load_schedule, save_schedule
 from synth.topology import topology_to_json
 from synth.verify import verify

@@ -92,7 +92,7 @@ def main() -> None:
 
     if args.schedules is None:  # a ring allreduce for a ring of `world` ranks, made here on every rank
         from synth import generators
-        from synth.algorithms import synthesize
+        from synth.registry import synthesize
 
         topology = generators.ring(world)
         schedules = synthesize(topology, "allreduce", "ring")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any
 
 
@@ -46,7 +47,14 @@ def _number(value: float | int) -> str:
     return sign + text
 
 
+_PLAIN = re.compile(r'[^"\\\x00-\x1f]*')
+
+
 def _string(value: str) -> str:
+    """RFC 8785 section 3.2.2.2: quote, escape only ``"``, ``\\`` and controls (short forms where
+    JSON has them, else lowercase ``\\u00xx``)."""
+    if _PLAIN.fullmatch(value):  # nearly every name: nothing to escape
+        return '"' + value + '"'
     out = ['"']
     for ch in value:
         code = ord(ch)

@@ -1,4 +1,5 @@
-"""The eight collectives as pre/postconditions over chunks (FORMATS.md, "Chunks of each collective").
+"""The eight collectives as pre/postconditions over chunks (docs/formats.md, 'Chunks of each
+collective').
 
 A collective over R ranks with k chunks per piece has G = `num_chunks` chunks. Non-reduction
 collectives move immutable chunks: the state is "which rank holds which chunk". Reduction
@@ -51,12 +52,20 @@ _BUSBW = {
 }
 
 
+#: Every spelling users bring, with the separators (``-``, ``_``, space) taken out: ours, PyTorch's
+#: (``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all``), NCCL's and MSCCL's
+#: (``allreduce``, ``reducescatter``, ``allgather``, ``alltoall``).
+_SPELLINGS: dict[str, Kind] = {k.value.replace("-", ""): k for k in Kind}
+
+
 def parse_kind(name: str) -> Kind:
-    """Kind by name; accepts ``reduce_scatter``/``reducescatter`` and any case."""
-    key = name.strip().lower().replace("_", "-")
-    if key == "reducescatter":
-        key = "reduce-scatter"
-    return Kind(key)
+    """Kind by name, in any case and with any separators: ``allreduce``, ``all_reduce``,
+    ``all-reduce``, ``reduce_scatter``, ``ReduceScatter``, ``all_to_all``... Raises ValueError."""
+    key = "".join(ch for ch in str(name).lower() if ch not in "-_ ")
+    kind = _SPELLINGS.get(key)
+    if kind is None:
+        raise ValueError(f"{name!r} is not a collective (expected one of {', '.join(k.value for k in Kind)})")
+    return kind
 
 
 def chunks_per_unit(kind: Kind, num_ranks: int) -> int:
@@ -106,10 +115,24 @@ class Collective:
         return self.kind in ROOTED
 
     def chunk_bytes(self, size: float) -> float:
-        """Bytes in one chunk for an nccl-tests ``size`` (FORMATS.md, "Message size")."""
+        """Bytes in one chunk for an nccl-tests ``size`` (docs/formats.md, 'Message size')."""
         if self.kind is Kind.ALLTOALL:
             return size * self.num_ranks / self.num_chunks
         return size / self.num_chunks
+
+    def min_transfers(self) -> int:
+        """A lower bound on the transfers of any valid schedule: every (rank, chunk) that must end
+        holding a chunk it did not start with needs one transfer into it; for reductions, every
+        rank's contribution to a chunk must leave it, so each of the R-1 ranks that do not end with
+        the result (the other R-1 sources, for allreduce) sends the chunk at least once."""
+        r, k, g = self.num_ranks, self.chunks_per_piece, self.num_chunks
+        if r == 1:
+            return 0
+        if self.kind in (Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.ALLREDUCE):
+            return g * (r - 1)
+        if self.kind in (Kind.GATHER, Kind.SCATTER, Kind.REDUCE):
+            return k * (r - 1)
+        return r * (r - 1) * k  # alltoall: the off-diagonal pairs
 
     def busbw_factor(self) -> float:
         """nccl-tests factor turning algbw into busbw."""

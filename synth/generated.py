@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
-from synth.builtin import BUILTIN_NAMES, builtin_path
+from synth.builtin import BUILTIN_NAMES, BUILTIN_PREFIX, builtin_path
 from synth.collective import ALL_KINDS, Kind
 from synth.errors import NotApplicable
+from synth.fileio import prepare_output_dir, write_text_atomic
+from synth.registry import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.routing import router_for
 from synth.schedule import schedule_to_json
 from synth.topology import load_topology
@@ -70,7 +71,8 @@ def entries(
                     yield Entry(topo_name, kind, method, None, schedule.num_steps, schedule.num_transfers, note), None
                     continue
                 rel = f"{topo_name}/{schedule_filename(kind, method)}"
-                yield Entry(topo_name, kind, method, rel, schedule.num_steps, schedule.num_transfers), schedule_to_json(schedule)
+                text = schedule_to_json(schedule, topology_source=f"{BUILTIN_PREFIX}{topo_name}")
+                yield Entry(topo_name, kind, method, rel, schedule.num_steps, schedule.num_transfers), text
 
 
 def entry_count(
@@ -106,12 +108,27 @@ def index_text(rows: list[Entry]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _is_generated_folder(out: Path) -> bool:
+    """Whether ``out`` holds an INDEX.md that `index_text` wrote."""
+    index = out / "INDEX.md"
+    if not index.is_file():  # not a FIFO that would block the read
+        return False
+    try:
+        with index.open(encoding="utf-8") as fh:
+            return fh.readline().rstrip("\n") == "# Generated schedules"
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def regenerate(out: Path, *, check: bool = False, progress: Callable[[Entry], None] | None = None) -> list[str]:
     """Write (or, with ``check``, compare) every generated schedule and the index under ``out``.
     Returns the relative paths that differ (check) or were rewritten with new content (write).
-    Files under ``out`` that are no longer produced are removed when writing, reported when checking."""
-    from synth.fileio import write_text_atomic
-
+    Schedule files that are no longer produced are removed when writing, reported when checking:
+    only ``*.json`` directly inside the folders of the built-in topologies, and only when ``out``
+    already holds our INDEX.md (so ``--out`` pointed at a folder of one's own removes nothing)."""
+    ours = _is_generated_folder(out)
+    if not check:
+        prepare_output_dir(out)
     changed: list[str] = []
     rows: list[Entry] = []
     produced: set[str] = set()
@@ -135,8 +152,9 @@ def regenerate(out: Path, *, check: bool = False, progress: Callable[[Entry], No
         changed.append("INDEX.md")
         if not check:
             write_text_atomic(index_path, index)
-    if out.is_dir():
-        for stale in sorted(p for p in out.rglob("*.json") if p.relative_to(out).as_posix() not in produced):
+    if ours:
+        candidates = [p for name in sorted({e.topology for e in rows}) for p in (out / name).glob("*.json") if p.is_file()]
+        for stale in sorted(p for p in candidates if p.relative_to(out).as_posix() not in produced):
             changed.append(stale.relative_to(out).as_posix())
             if not check:
                 stale.unlink()

@@ -66,8 +66,7 @@ class Progress:
         self.close()
 
     def step_callback(self, prefix: str = "") -> Callable[[str], None]:
-        """A callback for library functions that announce each unit before doing it (such as
-        `synth.compare.compare`'s ``progress``): each call after the first counts the previous
+        """A callback for library functions that announce each unit before doing it: each call after the first counts the previous
         unit as done; the note shows ``prefix`` and the unit's name."""
         started = False
 
@@ -77,5 +76,22 @@ class Progress:
                 self.advance()
             started = True
             self.note(prefix + name)
+
+        return callback
+
+    def count_callback(self, prefix: str = "", *, own_total: bool = True) -> Callable[[int, int, str], None]:
+        """A callback for library functions that report ``(done, total, label)`` after each unit
+        (such as `synth.compare.compare`'s ``progress``): the bar advances with the count (its
+        total is the callback's unless ``own_total`` is False: a part of a larger task) and the
+        note shows ``prefix`` and the last unit's label."""
+        shown = 0
+
+        def callback(done: int, total: int, label: str) -> None:
+            nonlocal shown
+            if own_total:
+                self.set_total(total)
+            self.advance(done - shown)
+            shown = done
+            self.note(prefix + label)
 
         return callback

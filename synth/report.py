@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from synth import __version__
-from synth.algorithms import METHODS
 from synth.collective import Kind
 from synth.compare import Comparison, compare, default_methods
+from synth.plot import best_ranges, plot_curves, plot_timeline, plot_topology, render, topology_layout
 from synth.progress import Progress
+from synth.registry import METHODS
+from synth.selection import plan
 from synth.simulate import MODEL_TITLES
 from synth.topology import Topology
 from synth.units import format_size, size_range
@@ -84,21 +87,24 @@ def report_sections(
 ) -> list[Section]:
     """Compare every method on each collective and draw its pictures. ``timeline_size`` (default
     the largest size) is where the fastest method's schedule is drawn over time (event-driven
-    model); ``progress`` advances once per method synthesized and once per picture."""
-    from synth.plot import plot_curves, plot_timeline, render
-
+    model); ``progress`` advances once per candidate run (`synth.selection`) and once per picture.
+    Every method runs to the end (no time budget) and the exact solver is left out (and listed so)
+    unless named in ``methods``: its result depends on the time it gets, and the page is the same
+    for the same inputs."""
     kinds = [Kind(k) for k in kinds]
     sizes = tuple(sorted(set(int(s) for s in sizes)))
     big = max(sizes) if timeline_size is None else int(timeline_size)
     names = {k: [m for m in methods if m in METHODS and METHODS[m].serves(k)] if methods else default_methods(k) for k in kinds}
+    # the exact solver's result depends on the time it gets: the page keeps it out unless named
+    exact = methods is not None
+    runs = {k: len(plan([METHODS[m] for m in names[k]], topology, k, sizes, exact=exact)[0]) for k in kinds}
     if progress is not None:
-        progress.set_total(1 + sum(len(names[k]) + 2 for k in kinds))
+        progress.set_total(1 + sum(runs[k] + 2 for k in kinds))
     out = []
     for kind in kinds:
-        step = progress.step_callback(f"{kind.value}: ") if progress is not None else None
-        c = compare(topology, kind, sizes, methods=names[kind], model=model, progress=step)
-        if progress is not None and names[kind]:
-            progress.advance()
+        step = progress.count_callback(f"{kind.value}: ", own_total=False) if progress is not None else None
+        c = compare(topology, kind, sizes, methods=names[kind], model=model, budget=math.inf, exact=exact, progress=step)
+        if progress is not None:
             progress.note(f"{kind.value}: curves")
         curves = render(plot_curves(c), "png", dpi=IMAGE_DPI)
         if progress is not None:
@@ -139,8 +145,6 @@ def build_report(
     progress: Progress | None = None,
 ) -> str:
     """The report as one HTML document (a string); see the module docstring."""
-    from synth.plot import plot_topology, render
-
     if progress is not None:
         progress.note("topology")
     topo_png = render(plot_topology(topology), "png", dpi=IMAGE_DPI)
@@ -154,8 +158,6 @@ def build_report(
 
 def render_html(topology: Topology, topo_png: bytes, sections: list[Section], model: str) -> str:
     """The HTML page for already computed sections (``topo_png``: the topology picture)."""
-    from synth.plot import topology_layout
-
     if topology_layout(topology).collapsed:
         topo_caption = (
             "Each host collapsed into one box (its ranks and their bandwidth inside the host), switches above "
@@ -207,8 +209,6 @@ def render_html(topology: Topology, topo_png: bytes, sections: list[Section], mo
 
 
 def _section_html(s: Section) -> list[str]:
-    from synth.plot.curves import best_ranges
-
     e = html.escape
     c = s.comparison
     root = f" (root {c.root})" if c.root is not None else ""
@@ -270,8 +270,9 @@ def _section_html(s: Section) -> list[str]:
         out.append("</table></div>")
         shapes = ", ".join(f"{o.method} {o.steps} steps / {o.chunks} chunks / {o.transfers:,} transfers" for o in order)
         out.append(f'<p class="note">Schedules: {e(shapes)}.</p>')
-    if c.skipped:
-        out.append('<p class="note">Not applicable: ' + "; ".join(f"{e(o.method)}: {e(o.note)}" for o in c.skipped) + ".</p>")
+    if c.skipped_runs:
+        left_out = "; ".join(f"{e(label)}: {e(why)}" for label, why in c.skipped_runs)
+        out.append(f'<p class="note">Left out or not applicable: {left_out}.</p>')
     if s.timeline_png is not None:
         out += [
             f"<h3>Timeline of the fastest schedule at {e(format_size(s.timeline_size))}: {e(s.timeline_method)}</h3>",

@@ -22,7 +22,7 @@ from functools import cached_property
 from synth.topology import Topology
 
 
-def _mix(a: int, b: int, depth: int) -> int:
+def tie_break_hash(a: int, b: int, depth: int) -> int:
     """A deterministic hash of (source, destination, hop) that spreads equal-cost choices."""
     x = (a * 0x9E3779B1 + b * 0x85EBCA77 + depth * 0xC2B2AE3D) & 0xFFFFFFFF
     x ^= x >> 15
@@ -149,7 +149,7 @@ class Router:
                 node = b
                 while True:
                     options = sorted(preds[node], key=topo.node_name)
-                    node = options[_mix(a, b, len(path)) % len(options)] if len(options) > 1 else options[0]
+                    node = options[tie_break_hash(a, b, len(path)) % len(options)] if len(options) > 1 else options[0]
                     if node == a:
                         break
                     path.append(node)
@@ -232,7 +232,7 @@ def _bipartite_unbalanced(n: int, nbrs: list[list[int]]) -> bool:
     return sides[0] != sides[1]
 
 
-def _hamiltonian_cycle(n: int, adj: list[dict[int, float]], budget: int) -> list[int] | None:
+def hamiltonian_cycle(n: int, adj: list[dict[int, float]], budget: int) -> list[int] | None:
     """Depth-first search for a Hamiltonian cycle from rank 0 over directed adjacency ``adj``
     (neighbour → bandwidth); tries the widest edges first, then the neighbour with the fewest
     onward options (Warnsdorff), then the smallest id. Gives up after ``budget`` expansions."""
@@ -303,7 +303,7 @@ def _ring_order(topology: Topology, router: Router, budget: int) -> tuple[list[i
         und = [sorted(set(adj[u]) | {v for v in range(n) if u in adj[v]}) for u in range(n)]
         if _bipartite_unbalanced(n, und):
             continue
-        cycle = _hamiltonian_cycle(n, adj, budget)
+        cycle = hamiltonian_cycle(n, adj, budget)
         if cycle is not None:
             return cycle, True
         if _is_hamiltonian_cycle(identity, lambda u, v, adj=adj: v in adj[u]):

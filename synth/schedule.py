@@ -13,7 +13,9 @@ same inputs always serialize to the same bytes.
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,7 +27,10 @@ import numpy as np
 
 from synth.collective import ROOTED, Collective, Kind, collective_from_counts
 from synth.errors import InputError
-from synth.topology import Topology, read_json_file
+from synth.fileio import Written, check_depth, parse_json, read_input_bytes, write_text_atomic
+from synth.limits import MAX_JSON_DEPTH, require_memory
+from synth.text import printable
+from synth.topology import Topology
 
 SCHEDULE_FORMAT = "synth-schedule"
 SCHEDULE_VERSION = 1
@@ -79,6 +84,9 @@ class Schedule:
     route: np.ndarray
     routes: tuple[tuple[str, ...], ...] = ((),)
     source: str = field(default="<schedule>", compare=False)
+    #: Where the topology came from (``topology.source``: ``builtin:NAME`` or a path relative to
+    #: the schedule file's folder), so later commands find it; "" when not recorded.
+    topology_source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _freeze_params(self.params))
@@ -156,9 +164,10 @@ class Schedule:
     __hash__ = None  # type: ignore[assignment]
 
     def summary(self) -> str:
+        """One line; the method and topology names are escaped (they come from files)."""
         return (
             f"{self.collective.describe()}, {self.num_steps} steps, {self.num_transfers} transfers"
-            f" (method {self.method}, topology {self.topology_name})"
+            f" (method {printable(self.method)}, topology {printable(self.topology_name)})"
         )
 
     # ----------------------------------------------------------------------------------- edits
@@ -196,10 +205,12 @@ class ScheduleBuilder:
         *,
         topology_name: str | None = None,
         topology_sha256: str | None = None,
+        topology_source: str = "",
     ):
         self.collective = collective
         self.topology_name = topology_name if topology_name is not None else (topology.name if topology else "")
         self.topology_sha256 = topology_sha256 if topology_sha256 is not None else (topology.sha256 if topology else "")
+        self.topology_source = topology_source
         self.method = method
         self.params: dict[str, Any] = dict(params or {})
         self._routes: dict[tuple[str, ...], int] = {(): 0}
@@ -213,6 +224,7 @@ class ScheduleBuilder:
             params=schedule.params,
             topology_name=schedule.topology_name,
             topology_sha256=schedule.topology_sha256,
+            topology_source=schedule.topology_source,
         )
 
     def route_id(self, via: Sequence[str]) -> int:
@@ -323,6 +335,7 @@ class ScheduleBuilder:
             op=cat(3, np.uint8),
             route=cat(4, np.int64),
             routes=routes,
+            topology_source=self.topology_source,
         )
 
 
@@ -358,8 +371,12 @@ def schedule_from_steps(
 
 
 # ===================================================================================== JSON I/O
-def _header(schedule: Schedule) -> dict[str, Any]:
+def _header(schedule: Schedule, topology_source: str | None = None) -> dict[str, Any]:
     c = schedule.collective
+    topology = {"name": schedule.topology_name, "sha256": schedule.topology_sha256}
+    source = schedule.topology_source if topology_source is None else topology_source
+    if source:
+        topology["source"] = source
     return {
         "collective": {
             "name": c.kind.value,
@@ -369,14 +386,15 @@ def _header(schedule: Schedule) -> dict[str, Any]:
         },
         "format": SCHEDULE_FORMAT,
         "synthesizer": {"method": schedule.method, "params": dict(schedule.params)},
-        "topology": {"name": schedule.topology_name, "sha256": schedule.topology_sha256},
+        "topology": topology,
         "version": SCHEDULE_VERSION,
     }
 
 
-def schedule_to_json(schedule: Schedule) -> str:
-    """Deterministic text of a schedule file: sorted keys everywhere, one step per line."""
-    header = _header(schedule)
+def schedule_to_json(schedule: Schedule, *, topology_source: str | None = None) -> str:
+    """Deterministic text of a schedule file: sorted keys everywhere, one step per line.
+    ``topology_source`` (default: the schedule's own) is recorded as ``topology.source``."""
+    header = _header(schedule, topology_source)
     via_text = [json.dumps(list(r), ensure_ascii=True) for r in schedule.routes]
     op_text = [json.dumps(name) for name in OP_NAMES]
     src = schedule.src.tolist()
@@ -407,11 +425,20 @@ def schedule_to_json(schedule: Schedule) -> str:
     return "\n".join(out) + "\n"
 
 
-def _expect_int(value: Any, source: str, field: str, *, minimum: int | None = None) -> int:
+INT64_MAX = 2**63 - 1
+#: Bounds of the header's counts: far beyond any machine, small enough for int64 arithmetic
+#: (rank pairs, chunk ids); the verifier checks the counts against the topology and transfers.
+MAX_RANKS = 2**31
+MAX_CHUNKS = 2**48
+
+
+def _expect_int(value: Any, source: str, field: str, *, minimum: int | None = None, maximum: int = INT64_MAX) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise InputError(source, field, value, "expected an integer")
     if minimum is not None and value < minimum:
         raise InputError(source, field, value, f"must be at least {minimum}")
+    if value > maximum:
+        raise InputError(source, field, value, f"must be at most {maximum}")
     return value
 
 
@@ -423,6 +450,10 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
     """
     if not isinstance(doc, Mapping):
         raise InputError(source, "(top level)", doc, "expected a JSON object")
+
+    for key, value in doc.items():
+        if key != "steps":  # transfers are checked entry by entry below
+            check_depth(value, source, str(key), limit=MAX_JSON_DEPTH - 1)
     if doc.get("format") != SCHEDULE_FORMAT:
         raise InputError(source, "format", doc.get("format"), f"expected {SCHEDULE_FORMAT!r}")
     version = doc.get("version")
@@ -438,8 +469,8 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
     except ValueError:
         names = ", ".join(k.value for k in Kind)
         raise InputError(source, "collective.name", name, f"unknown collective (expected one of {names})") from None
-    num_ranks = _expect_int(coll.get("num_ranks"), source, "collective.num_ranks", minimum=1)
-    num_chunks = _expect_int(coll.get("num_chunks"), source, "collective.num_chunks", minimum=1)
+    num_ranks = _expect_int(coll.get("num_ranks"), source, "collective.num_ranks", minimum=1, maximum=MAX_RANKS)
+    num_chunks = _expect_int(coll.get("num_chunks"), source, "collective.num_chunks", minimum=1, maximum=MAX_CHUNKS)
     root = coll.get("root")
     if kind in ROOTED:
         if root is None:
@@ -463,6 +494,9 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
         raise InputError(source, "topology.name", topo_name, "expected a string")
     if not isinstance(topo_sha, str):
         raise InputError(source, "topology.sha256", topo_sha, "expected a hex string")
+    topo_source = topo.get("source", "")
+    if not isinstance(topo_source, str):
+        raise InputError(source, "topology.source", topo_source, "expected a path or builtin:NAME")
 
     synth = doc.get("synthesizer", {})
     if not isinstance(synth, Mapping):
@@ -485,6 +519,7 @@ def schedule_from_document(doc: Any, source: str = "<schedule>", *, columns: dic
         method=method,
         params=params,
         source=source,
+        topology_source=topo_source,
         **columns,
     )
 
@@ -530,11 +565,16 @@ def _steps_from_json(steps: list, source: str) -> dict[str, Any]:
             op.append(o)
             route.append(rid)
         starts.append(len(src))
+    try:
+        columns = [np.asarray(col, dtype=np.int64) for col in (src, dst, chunk)]
+    except OverflowError:
+        _explain_overflow(steps, source)
+        raise
     return {
         "step_starts": np.asarray(starts, dtype=np.int64),
-        "src": np.asarray(src, dtype=np.int64),
-        "dst": np.asarray(dst, dtype=np.int64),
-        "chunk": np.asarray(chunk, dtype=np.int64),
+        "src": columns[0],
+        "dst": columns[1],
+        "chunk": columns[2],
         "op": np.asarray(op, dtype=np.uint8),
         "route": np.asarray(route, dtype=np.int64),
         "routes": tuple(sorted(routes, key=routes.__getitem__)),
@@ -542,12 +582,27 @@ def _steps_from_json(steps: list, source: str) -> dict[str, Any]:
 
 
 # Fast path for files in the layout `schedule_to_json` writes (one step per line, fixed key order):
-# each step line must match exactly, or the general JSON path is used instead.
-_NAME = rb'"[^"\\\[\]]*"'
+# each step line must match exactly, or the general JSON path is used instead. It accepts a subset
+# of JSON and gives what the general path gives for it: numbers without leading zeros and below
+# 10**18 (so they fit int64), switch names of printable ASCII without escapes, a comma after every
+# step line but the last, and a header that parses as strict JSON with exactly one top-level
+# "steps" key, the one these lines are the value of (checked with a nonce put in their place).
+_NAME = rb'"[\x20\x21\x23-\x5a\x5e-\x7e]*"'
+_INT = rb"(?:0|[1-9][0-9]{0,17})"
 _TRANSFER = (
-    rb'\{"chunk": \d+, "dst": \d+, "op": "(?:copy|reduce)", "src": \d+, "via": \[(?:' + _NAME + rb"(?:, " + _NAME + rb")*)?\]\}"
+    rb'\{"chunk": '
+    + _INT
+    + rb', "dst": '
+    + _INT
+    + rb', "op": "(?:copy|reduce)", "src": '
+    + _INT
+    + rb', "via": \[(?:'
+    + _NAME
+    + rb"(?:, "
+    + _NAME
+    + rb")*)?\]\}"
 )
-_STEP_LINE = re.compile(rb"    \[(?:" + _TRANSFER + rb"(?:, " + _TRANSFER + rb")*)?\],?")
+_STEP_LINE = re.compile(rb"    \[(?:" + _TRANSFER + rb"(?:, " + _TRANSFER + rb")*)?\]")
 _VIA_FIELD = re.compile(rb', "via": (\[[^\]]*\])')
 _STEPS_OPEN = b'\n  "steps": [\n'
 _STEPS_CLOSE = b'\n  ],\n  "synthesizer"'
@@ -567,8 +622,14 @@ def _fast_columns(raw: bytes) -> tuple[bytes, dict[str, Any]] | None:
     numbers: list[np.ndarray] = []
     route_ids: list[np.ndarray] = []
     starts = [0]
-    for line in lines:
-        if _STEP_LINE.fullmatch(line) is None:
+    last = len(lines) - 1
+    for i, line in enumerate(lines):
+        stop = len(line)
+        if i < last:
+            if not line.endswith(b","):
+                return None
+            stop -= 1  # the comma between steps; matched without copying the line
+        if _STEP_LINE.fullmatch(line, 0, stop) is None:
             return None
         count = line.count(b'{"chunk": ')
         starts.append(starts[-1] + count)
@@ -598,7 +659,50 @@ def _fast_columns(raw: bytes) -> tuple[bytes, dict[str, Any]] | None:
         "route": np.concatenate(route_ids) if route_ids else np.zeros(0, dtype=np.int64),
         "routes": tuple(decoded[i] for i in range(len(decoded))),
     }
-    return raw[:start] + raw[end:], columns
+    return raw[: start - 2] + b"\x00" + raw[end + 4 :], columns
+
+
+def _fast_header(template: bytes) -> dict[str, Any] | None:
+    """The header of a fast-path file (`_fast_columns`' template with the steps cut out), or None
+    unless it is strict JSON whose one top-level "steps" key held the cut-out lines."""
+    nonce = secrets.token_hex(16)
+    try:
+        text = template.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.count("\x00") != 1:  # a raw NUL is never valid JSON: only ours may be there
+        return None
+    text = text.replace("\x00", f'"{nonce}"')
+    top: list[list[tuple[str, Any]]] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        top.append(pairs)
+        return dict(pairs)
+
+    try:
+        header = json.loads(text, object_pairs_hook=pairs_hook, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(header, dict) or not top:
+        return None
+    keys = [k for k, _ in top[-1]]
+    if keys.count("steps") != 1 or header.get("steps") != nonce:
+        return None
+    header["steps"] = []
+    return header
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _explain_overflow(steps: list, source: str) -> None:
+    """Raise the InputError for the first src/dst/chunk outside int64 (the columns' type)."""
+    for si, step in enumerate(steps):
+        for ti, t in enumerate(step):
+            for key in ("src", "dst", "chunk"):
+                if not -INT64_MAX - 1 <= t[key] <= INT64_MAX:
+                    raise InputError(source, f"steps[{si}][{ti}].{key}", t[key], "integer out of range (int64)")
 
 
 def _explain_transfer(t: Any, where: str, source: str) -> None:
@@ -611,7 +715,7 @@ def _explain_transfer(t: Any, where: str, source: str) -> None:
         if type(t[key]) is not int:
             raise InputError(source, f"{where}.{key}", t[key], "expected an integer")
     o = t.get("op", "copy")
-    if o not in OP_CODES:
+    if not isinstance(o, str) or o not in OP_CODES:
         raise InputError(source, f"{where}.op", o, "op must be 'copy' or 'reduce'")
     via = t.get("via")
     if via is not None and not isinstance(via, list):
@@ -622,31 +726,67 @@ def _explain_transfer(t: Any, where: str, source: str) -> None:
     raise InputError(source, where, t, "malformed transfer")
 
 
+#: A schedule file larger than this is refused (a 2-million-transfer file is about 170 MB).
+MAX_SCHEDULE_BYTES = 4 * 2**30
+#: Bytes of memory per byte of file: the fast path (raw bytes, lines, numbers) and the general
+#: JSON reader (a Python object per value).
+FAST_PATH_MEMORY_FACTOR = 3
+JSON_MEMORY_FACTOR = 12
+
+
 def load_schedule(path: str | Path) -> Schedule:
     """Load a schedule file (structure only; run `synth.verify.verify` to check it).
 
     Files in the layout that `schedule_to_json` writes are read by a fast path that parses numbers
     with numpy (a 2-million-transfer file in about 2 s instead of 9); anything else goes through
-    the general JSON reader, which reports malformed entries by their JSON path."""
-    path = Path(path)
+    the general JSON reader, which reports malformed entries by their JSON path. Both accept
+    exactly the same files and give the same schedule. The file is read only if it is a regular
+    file that fits in `MAX_SCHEDULE_BYTES` and in the memory available."""
+
+    source = str(path)
     try:
-        raw = path.read_bytes()
+        size = os.stat(path).st_size
     except OSError:
-        return schedule_from_document(read_json_file(path), source=str(path))  # reports the error
+        size = 0  # read_input_bytes says what is wrong
+    require_memory(size * FAST_PATH_MEMORY_FACTOR, source, "", None, f"reading this {size}-byte schedule")
+    raw = read_input_bytes(path, limit=MAX_SCHEDULE_BYTES)
     fast = _fast_columns(raw) if len(raw) >= FAST_PATH_MIN_BYTES else None
     if fast is not None:
-        header_text, columns = fast
-        try:
-            header = json.loads(header_text)
-        except ValueError:
-            header = None
-        if isinstance(header, dict) and header.get("steps") == []:
-            return schedule_from_document(header, source=str(path), columns=columns)
-    return schedule_from_document(read_json_file(path), source=str(path))
+        template, columns = fast
+        header = _fast_header(template)
+        if header is not None:
+            return schedule_from_document(header, source=source, columns=columns)
+    if len(raw) >= FAST_PATH_MIN_BYTES:
+        require_memory(len(raw) * JSON_MEMORY_FACTOR, source, "", None, "reading this schedule as general JSON")
+    return schedule_from_document(parse_json(raw, source), source=source)
 
 
-def save_schedule(schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = ()) -> Path:
-    """Write a schedule file atomically; refuses to overwrite any path in ``protect``."""
-    from synth.fileio import write_text_atomic
+def save_schedule(
+    schedule: Schedule, path: str | Path, *, protect: Iterable[str | Path] = (), topology_source: str | None = None
+) -> Written:
+    """Write a schedule file atomically; refuses to overwrite any path in ``protect``.
+    ``topology_source`` is recorded as ``topology.source`` (`synth.builtin.TopologyLocation`)."""
+    return write_text_atomic(path, schedule_to_json(schedule, topology_source=topology_source), protect=protect)
 
-    return write_text_atomic(path, schedule_to_json(schedule), protect=protect)
+
+class TopologyMismatch(InputError):
+    """The schedule was made for another topology (hash or rank count differ)."""
+
+
+def check_topology_match(schedule: Schedule, topology: Topology, topology_source: str = "") -> None:
+    """Refuse a schedule made for a different topology (by hash and rank count)."""
+    where = topology_source or topology.name
+    if schedule.collective.num_ranks != topology.num_ranks:
+        raise TopologyMismatch(
+            schedule.source,
+            "collective.num_ranks",
+            schedule.collective.num_ranks,
+            f"topology {where} has {topology.num_ranks} ranks",
+        )
+    if not topology.made_for(schedule.topology_sha256):
+        raise TopologyMismatch(
+            schedule.source,
+            "topology.sha256",
+            schedule.topology_sha256[:16] + ("..." if len(schedule.topology_sha256) > 16 else ""),
+            f"the schedule was made for topology {schedule.topology_name!r}, not {where} (sha256 {topology.sha256[:16]}...)",
+        )

@@ -3,7 +3,8 @@
 A `Topology` is the in-memory form of a ``synth-topology`` file (see ``docs/formats.md``). Nodes are
 numbered ranks first (node id = rank id for ranks), then switches in file order. Links are directed;
 a duplex file entry becomes two links, and entries between the same ordered pair are merged into one
-link whose bandwidth is the sum (FORMATS.md) and whose latency is the largest of the entries'.
+link whose bandwidth is the sum and whose latency is the largest of the entries' (docs/formats.md,
+'Topology file').
 
 Everything here is immutable. Derived lookups (name index, adjacency, link index by pair) are cached
 on first use.
@@ -23,9 +24,17 @@ import numpy as np
 
 from synth.canonical import canonical_sha256
 from synth.errors import InputError
+from synth.fileio import check_depth, parse_json, read_input_bytes
 
 TOPOLOGY_FORMAT = "synth-topology"
 TOPOLOGY_VERSION = 1
+
+#: The physical range a link's figures must lie in (docs/formats.md): 1 kB/s to 1 EB/s, and up to
+#: 1000 s of latency. Outside it, times overflow or vanish in floating point (1e308 GB/s makes a
+#: transfer take 0 µs, 1e-320 makes it infinite) and the bounds and simulators give nonsense.
+MIN_BANDWIDTH = 1e-6  # GB/s
+MAX_BANDWIDTH = 1e9  # GB/s
+MAX_LATENCY = 1e9  # µs
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,12 @@ class Link:
 class Topology:
     """A validated machine description.
 
-    ``sha256`` identifies the file this topology came from (canonical JSON of the document, see
-    `synth.canonical`); for a topology built in memory it is the hash of `to_document()`.
+    ``sha256`` is the hash schedules name it by: the canonical JSON of what a schedule's meaning
+    depends on, `content_document` (ranks, switches, merged directed links; not the name, the
+    description or the hosts), so editing a description keeps every schedule valid.
+    ``document_sha256`` is the hash of the whole file as read (the definition before), kept so
+    that schedules written before still verify; for a topology built in memory it is the hash of
+    `to_document()`, which is what the file `topology_to_json` writes would give.
     """
 
     name: str
@@ -60,10 +73,18 @@ class Topology:
     links: tuple[Link, ...] = ()
     description: str = ""
     sha256: str = field(default="", compare=False)
+    document_sha256: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.sha256:
-            object.__setattr__(self, "sha256", canonical_sha256(self.to_document()))
+            object.__setattr__(self, "sha256", canonical_sha256(content_document(self)))
+        if not self.document_sha256:
+            object.__setattr__(self, "document_sha256", canonical_sha256(self.to_document()))
+
+    def made_for(self, sha256: str) -> bool:
+        """Whether a schedule naming ``sha256`` was made for this topology: the content hash, or
+        (for schedules written before it) the hash of the whole topology file."""
+        return bool(sha256) and sha256 in (self.sha256, self.document_sha256)
 
     # ----------------------------------------------------------------------------- sizes & names
     @property
@@ -165,6 +186,7 @@ class Topology:
             links=links,
             description=self.description,
             sha256=self.sha256,
+            document_sha256=self.document_sha256,
         )
         rev.__dict__["_reversed"] = self
         self.__dict__["_reversed"] = rev
@@ -243,6 +265,23 @@ class Topology:
         return topology_from_document(doc, source="<networkx graph>")
 
 
+def content_document(topo: Topology) -> dict[str, Any]:
+    """What a schedule's meaning depends on, as a JSON document: format, version, the rank names
+    in rank order, the switch names in file order, and the directed links after merging (as
+    `Topology.to_document` writes them: a duplex entry where both directions agree). Its canonical
+    JSON's SHA-256 is `Topology.sha256`. Left out: ``name`` and ``description`` (labels), the
+    ranks' and switches' ``host`` (a grouping hint for synthesizers: no transfer's validity or
+    time depends on it), and how the file spells things (entry order, defaults, parallel entries)."""
+    doc = topo.to_document()
+    return {
+        "format": TOPOLOGY_FORMAT,
+        "version": TOPOLOGY_VERSION,
+        "ranks": [n.name for n in topo.ranks],
+        "switches": [n.name for n in topo.switches],
+        "links": doc["links"],
+    }
+
+
 def _node_doc(name: str, host: str | None) -> dict[str, Any]:
     return {"name": name, "host": host} if host is not None else {"name": name}
 
@@ -251,7 +290,7 @@ def _node_entry(node: Node) -> dict[str, Any]:
     return _node_doc(node.name, node.host)
 
 
-def _json_number(value: float) -> float | int:
+def json_number(value: float) -> float | int:
     """Integral floats are written as integers so that every JSON reader hashes them alike."""
     return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
 
@@ -260,8 +299,8 @@ def _link_entry(topo: Topology, link: Link, *, duplex: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "a": topo.node_name(link.src),
         "b": topo.node_name(link.dst),
-        "bandwidth": _json_number(link.bandwidth),
-        "latency": _json_number(link.latency),
+        "bandwidth": json_number(link.bandwidth),
+        "latency": json_number(link.latency),
     }
     if not duplex:
         entry["duplex"] = False
@@ -270,7 +309,13 @@ def _link_entry(topo: Topology, link: Link, *, duplex: bool) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------- validation
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite JSON number (not a boolean); integers too large for a float are not numbers here."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _parse_node(entry: Any, where: str, source: str) -> Node:
@@ -289,11 +334,11 @@ def _parse_node(entry: Any, where: str, source: str) -> Node:
     return Node(name=name, host=host)
 
 
-def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | None = None) -> Topology:
+def topology_from_document(doc: Any, source: str = "<topology>") -> Topology:
     """Validate a parsed ``synth-topology`` document and build the `Topology`.
 
     Raises `InputError` naming ``source``, the field and the value for the first problem found.
-    Unknown fields are ignored, as FORMATS.md requires of readers.
+    Unknown fields are ignored, as docs/formats.md requires of readers.
     """
     if not isinstance(doc, Mapping):
         raise InputError(source, "(top level)", doc, "expected a JSON object")
@@ -351,9 +396,15 @@ def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | N
         bandwidth = entry["bandwidth"]
         if not _is_number(bandwidth) or bandwidth <= 0:
             raise InputError(source, f"{where}.bandwidth", bandwidth, "bandwidth must be a positive number (GB/s)")
+        if not MIN_BANDWIDTH <= bandwidth <= MAX_BANDWIDTH:
+            raise InputError(
+                source, f"{where}.bandwidth", bandwidth, f"bandwidth must be between {MIN_BANDWIDTH:g} and {MAX_BANDWIDTH:g} GB/s"
+            )
         latency = entry.get("latency", 0.0)
         if not _is_number(latency) or latency < 0:
             raise InputError(source, f"{where}.latency", latency, "latency must be a non-negative number (µs)")
+        if latency > MAX_LATENCY:
+            raise InputError(source, f"{where}.latency", latency, f"latency must be at most {MAX_LATENCY:g} µs")
         duplex = entry.get("duplex", True)
         if not isinstance(duplex, bool):
             raise InputError(source, f"{where}.duplex", duplex, "duplex must be true or false")
@@ -362,6 +413,13 @@ def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | N
             if pair in merged:
                 merged[pair][0] += float(bandwidth)
                 merged[pair][1] = max(merged[pair][1], float(latency))
+                if merged[pair][0] > MAX_BANDWIDTH:
+                    raise InputError(
+                        source,
+                        f"{where}.bandwidth",
+                        bandwidth,
+                        f"parallel links between these nodes add up to more than {MAX_BANDWIDTH:g} GB/s",
+                    )
             else:
                 merged[pair] = [float(bandwidth), float(latency)]
 
@@ -372,7 +430,7 @@ def topology_from_document(doc: Any, source: str = "<topology>", sha256: str | N
         switches=switches,
         links=links,
         description=description,
-        sha256=sha256 or canonical_sha256(doc),
+        document_sha256=canonical_sha256(doc),
     )
     _check_reachability(topo, source)
     return topo
@@ -405,23 +463,20 @@ def _check_reachability(topo: Topology, source: str) -> None:
             raise InputError(source, f"ranks[{bad}]", topo.ranks[bad].name, reason)
 
 
-def read_json_file(path: str | Path) -> Any:
-    """Read a JSON file, turning every I/O or syntax problem into one `InputError` line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", None, "no such file", show_value=False) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            str(path), f"line {exc.lineno} column {exc.colno}", None, f"invalid JSON ({exc.msg})", show_value=False
-        ) from None
+#: A topology file larger than this is refused (the largest built-in is 42 kB; a 100,000-GPU
+#: cluster is a few tens of MB).
+MAX_TOPOLOGY_BYTES = 64 * 2**20
+
+
+def read_json_file(path: str | Path, *, limit: int = MAX_TOPOLOGY_BYTES, check_nesting: bool = True) -> Any:
+    """Read a JSON file, turning every I/O or syntax problem into one `InputError` line: only
+    regular files, at most ``limit`` bytes, strict JSON, nested at most `MAX_JSON_DEPTH` levels
+    (unless ``check_nesting`` is False: the caller bounds it itself)."""
+    source = str(path)
+    doc = parse_json(read_input_bytes(path, limit=limit), source)
+    if check_nesting:
+        check_depth(doc, source)
+    return doc
 
 
 def load_topology(path: str | Path) -> Topology:

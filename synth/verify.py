@@ -1,4 +1,6 @@
-"""Symbolic verifier: replays a schedule on who-holds-what and checks every rule of FORMATS.md.
+"""Symbolic verifier: replays a schedule on who-holds-what and checks every rule of
+docs/formats.md, 'Meaning of a step', and the final state against docs/formats.md, 'Chunks of each
+collective'.
 
 State. For a non-reduction collective, a boolean "rank r holds chunk c". For a reduction, the set of
 contributions in rank r's value of chunk c, as a packed bitset of R bits (uint64 words), so that
@@ -28,8 +30,8 @@ from itertools import pairwise
 import numpy as np
 
 from synth.collective import Collective
-from synth.errors import InputError
-from synth.schedule import OP_COPY, OP_REDUCE, Schedule
+from synth.schedule import OP_COPY, OP_REDUCE, Schedule, check_topology_match
+from synth.text import printable
 from synth.topology import Topology
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20  # bytes of verifier state per chunk block
@@ -52,7 +54,7 @@ class Violation:
         where = "final state" if self.step is None else f"step {self.step}, transfer {self.transfer}"
         rank = "" if self.rank is None else f", rank {self.rank}"
         chunk = "" if self.chunk is None else f", chunk {self.chunk}"
-        return f"{where}{rank}{chunk}: {self.message} [{self.rule}]"
+        return f"{where}{rank}{chunk}: {printable(self.message)} [{self.rule}]"
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,9 @@ class VerifyResult:
         s = self.schedule
         head = (
             f"{s.collective.describe()}; {s.num_steps} steps, {s.num_transfers} transfers"
-            f" on {s.topology_name} (method {s.method})"
+            f" on {printable(s.topology_name)} (method {printable(s.method)})"
         )
         return f"OK {head}" if self.ok else f"INVALID {head}: {self.violation}"
-
-
-class TopologyMismatch(InputError):
-    """The schedule was made for another topology (hash or rank count differ)."""
 
 
 class VerificationError(Exception):
@@ -87,25 +85,6 @@ class VerificationError(Exception):
     def __init__(self, result: VerifyResult):
         self.result = result
         super().__init__(str(result.violation))
-
-
-def check_topology_match(schedule: Schedule, topology: Topology, topology_source: str = "") -> None:
-    """Refuse a schedule made for a different topology (by hash and rank count)."""
-    where = topology_source or topology.name
-    if schedule.collective.num_ranks != topology.num_ranks:
-        raise TopologyMismatch(
-            schedule.source,
-            "collective.num_ranks",
-            schedule.collective.num_ranks,
-            f"topology {where} has {topology.num_ranks} ranks",
-        )
-    if schedule.topology_sha256 != topology.sha256:
-        raise TopologyMismatch(
-            schedule.source,
-            "topology.sha256",
-            schedule.topology_sha256[:16] + ("..." if len(schedule.topology_sha256) > 16 else ""),
-            f"the schedule was made for topology {schedule.topology_name!r}, not {where} (sha256 {topology.sha256[:16]}...)",
-        )
 
 
 def verify(
@@ -122,6 +101,9 @@ def verify(
     """
     if check_hash or schedule.collective.num_ranks != topology.num_ranks:
         check_topology_match(schedule, topology)
+    short = _too_few_transfers(schedule, memory_budget)
+    if short is not None:
+        return VerifyResult(schedule, short)
     structural = _structural_violation(schedule, topology)
     limit = schedule.num_transfers if structural is None else structural[0]
     semantic = _replay(schedule, limit, memory_budget, topology)
@@ -139,6 +121,26 @@ def check(schedule: Schedule, topology: Topology, **kwargs) -> VerifyResult:
     if not result.ok:
         raise VerificationError(result)
     return result
+
+
+def _too_few_transfers(schedule: Schedule, budget: int) -> Violation | None:
+    """A schedule with fewer transfers than its chunk count needs (`Collective.min_transfers`) is
+    invalid whatever they are; when its chunks fill more than one replay block (a header claiming
+    10**12 chunks), say so at once instead of replaying millions of empty blocks. Smaller cases are
+    replayed as usual, so their first violation names a rank and a chunk."""
+    coll = schedule.collective
+    need = coll.min_transfers()
+    per_chunk = coll.num_ranks * ((coll.num_ranks + 63) // 64) * 8 if coll.is_reduction else coll.num_ranks
+    if schedule.num_transfers >= need or coll.num_chunks * per_chunk <= budget:
+        return None
+    return Violation(
+        "post",
+        None,
+        None,
+        None,
+        None,
+        f"{coll.describe()} needs at least {need:,} transfers; the schedule has {schedule.num_transfers:,}",
+    )
 
 
 # ===================================================================================== structure
@@ -283,6 +285,8 @@ def _replay(schedule: Schedule, limit: int, budget: int, topology: Topology) -> 
     for b in range((g + block - 1) // block):
         lo = int(np.searchsorted(sorted_blocks, b, side="left"))
         hi = int(np.searchsorted(sorted_blocks, b, side="right"))
+        if lo == hi and r == 1:
+            continue  # one rank already holds every chunk, fully reduced: nothing to replay
         idx = order[lo:hi]
         base = b * block
         width = min(block, g - base)

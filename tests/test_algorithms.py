@@ -3,10 +3,10 @@
 import pytest
 
 from synth import generators as gen
-from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
 from synth.builtin import BUILTIN_NAMES
 from synth.collective import Kind
 from synth.errors import NotApplicable
+from synth.registry import CLASSIC_METHODS, METHODS, synthesize
 from synth.verify import verify
 
 from .conftest import SMALL_TOPOLOGIES
@@ -106,7 +106,7 @@ def test_1024_rank_ring_allreduce_verifies():
 
 
 def test_make_collective_accepts_kind_names(dgx1):
-    from synth.algorithms import make_collective
+    from synth.registry import make_collective
 
     assert make_collective(dgx1, "allreduce", "ring").chunks_per_piece == 8
     assert make_collective(dgx1, Kind.ALLREDUCE, "ring").chunks_per_piece == 8

@@ -6,11 +6,11 @@ import pytest
 from click.testing import CliRunner
 
 from synth import generators as gen
-from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.cli import main
 from synth.collective import ROOTED, Kind
 from synth.errors import NotApplicable
+from synth.registry import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.verify import verify
 
 from .reference import numeric_replay
@@ -20,7 +20,7 @@ from .reference import numeric_replay
 def no_ilp_unless_asked(request, monkeypatch):
     """The ILP gets 10 s per size in auto; only the test about it lets it run."""
     if "ilp" not in request.node.name:
-        monkeypatch.setattr("synth.algorithms.auto.EXACT", {"ilp": (0, 10.0)})
+        monkeypatch.setattr("synth.selection.EXACT_RANKS", 0)
 
 
 def classic_times(topo, kind, size, root=None):
@@ -59,6 +59,14 @@ def test_explains_its_choice(dgx1):
     assert params["explanation"][0].startswith(f"auto chose {params['chosen']}")
     assert "lower bound" in params["explanation"][0]
     assert params["lower_bound_us"][0] <= params["predicted_us"][params["chosen"]][0]
+
+
+def test_tells_how_long_each_candidate_took(dgx1):
+    schedule = synthesize(dgx1, "allgather", "auto", options={"sizes": [1 << 10, 1 << 30]})
+    seconds = schedule.params["seconds"]
+    assert set(schedule.params["predicted_us"]) <= set(seconds)  # a repeated schedule's run is timed too
+    assert all(isinstance(s, float) and s >= 0 for s in seconds.values())
+    assert {"greedy@1KiB", "greedy@1GiB", "ring"} <= set(seconds)
 
 
 def test_a_range_of_sizes(dgx1):
@@ -120,10 +128,10 @@ def test_pipelined_ilp_candidate_at_large_sizes(builtin, monkeypatch):
     The ILP gets 120 s instead of auto's 10: its solves end at their proof in about 5 s, but on a
     loaded machine (pytest-xdist workers, other users) 10 s of wall time can stop it short of
     the bound (1.29 x seen), which would test the machine's load, not auto."""
-    from synth.algorithms.auto import wave_chunks
     from synth.bounds import bound_model
+    from synth.selection import wave_chunks
 
-    monkeypatch.setattr("synth.algorithms.auto.EXACT", {"ilp": (8, 120.0)})
+    monkeypatch.setattr("synth.selection.EXACT_SECONDS", 120.0)
     dgx1 = builtin("dgx1")
     assert wave_chunks(dgx1) == 6 and wave_chunks(gen.nvswitch(8, 100.0)) == 1
     schedule = synthesize(dgx1, "gather", "auto", root=0, options={"size": 1 << 30, "budget": 600})

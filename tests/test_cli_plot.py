@@ -61,7 +61,7 @@ def test_plot_schedule_refuses_an_invalid_schedule(tmp_path):
         (["plot", "topo", "dgx1", "-o", "x.jpg"], "unknown image format"),
         (["plot", "topo", "no-such-machine", "-o", "x.png"], "no-such-machine"),
         (["plot", "schedule", RING, "--size", "12XB", "-o", "x.png"], "--size"),
-        (["plot", "compare", "dgx1", "-c", "allgather", "-m", "nope", "-o", "x.png"], "no method serves"),
+        (["plot", "compare", "dgx1", "-c", "allgather", "-m", "nope", "-o", "x.png"], "unknown method"),
         (["plot", "compare", "dgx1", "-c", "broadcast", "--root", "9", "-o", "x.png"], "--root"),
         (["report", "dgx1", "-c", "allreduce,bogus", "-o", "r.html"], "unknown collective"),
         (["report", "dgx1", "--timeline-size", "0", "-o", "r.html"], "--timeline-size"),

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from synth.algorithms import synthesize
 from synth.collective import ALL_KINDS, ROOTED, Collective, Kind
 from synth.exec.layout import Layout
 from synth.exec.program import RECV, SEND, WORK, Program
+from synth.registry import synthesize
 
 
 def _collective(kind, r=4, k=1):

@@ -33,8 +33,8 @@ def test_every_small_builtin_schedule_dtype_and_op(backend, case):
 
 
 def test_the_matrix_covers_every_small_builtin_and_collective():
-    from synth.algorithms import METHODS
     from synth.collective import ALL_KINDS
+    from synth.registry import METHODS
 
     assert set(SMALL) == {"dgx1", "dgx2", "dgx-a100", "dgx-h100", "pcie-2socket", "ndv2x2", "dgx-a100x2"}
     for name in SMALL:

@@ -8,11 +8,11 @@ from click.testing import CliRunner
 
 import synth
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.cli import main
 from synth.exec import data, mp
 from synth.exec.layout import Layout
 from synth.exec.program import Program
+from synth.registry import synthesize
 from synth.schedule import load_schedule, save_schedule
 from synth.topology import topology_to_json
 from synth.verify import VerificationError

@@ -9,8 +9,8 @@ import pytest
 
 import synth
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.builtin import get_topology
+from synth.registry import synthesize
 
 N = 48  # elements per piece (per rank's part), so chunks come out uneven and some empty
 

@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth import generators as gen
-from synth.algorithms import METHODS, synthesize
 from synth.algorithms.engines.greedy_engine import (
     BitsetProposer,
     EngineOptions,
@@ -26,6 +25,7 @@ from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
 from synth.collective import ROOTED, Collective, Kind
 from synth.errors import NotApplicable
+from synth.registry import METHODS, synthesize
 from synth.verify import verify
 
 from .conftest import SMALL_TOPOLOGIES

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.bounds import bound_model
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
@@ -23,6 +22,7 @@ from synth.ilp.pareto import pareto_frontier
 from synth.ilp.search import minimum_steps
 from synth.ilp.solve import LinearModel, solve
 from synth.ilp.symmetry import find_symmetry
+from synth.registry import synthesize
 from synth.schedule import schedule_to_json
 from synth.verify import verify
 

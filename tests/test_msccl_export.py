@@ -171,7 +171,7 @@ def test_more_steps_than_a_thread_block_holds_spread_over_channels():
     # ring allreduce on 8 ranks with 512 chunks: in each direction (the reduce-scatter runs against
     # the ring) 7 steps send 64 chunks to the same neighbour, 448 sends on one thread block; over 2
     # channels (chunk mod 2) it is 224
-    from synth.algorithms import synthesize
+    from synth.registry import synthesize
 
     topo = gen.nvswitch(8, 100.0)
     schedule = synthesize(topo, Kind.ALLREDUCE, "ring", chunks=512)
@@ -223,7 +223,7 @@ def test_compare_notices_differences():
 @pytest.mark.parametrize("method", ["ring", "binomial"])
 @pytest.mark.parametrize("inplace", [False, True], ids=["outofplace", "inplace"])
 def test_other_roots_and_several_chunks_round_trip(kind, method, inplace, builtin):
-    from synth.algorithms import synthesize
+    from synth.registry import synthesize
 
     topo = builtin("dgx1")
     schedule = synthesize(topo, kind, method, root=5, chunks=3)
@@ -236,7 +236,7 @@ def test_other_roots_and_several_chunks_round_trip(kind, method, inplace, builti
 
 @pytest.mark.parametrize("kind", [Kind.ALLGATHER, Kind.REDUCE_SCATTER, Kind.ALLTOALL, Kind.ALLREDUCE])
 def test_several_chunks_per_piece_round_trip(kind, builtin):
-    from synth.algorithms import synthesize
+    from synth.registry import synthesize
 
     topo = builtin("ndv2x2")
     schedule = synthesize(topo, kind, "direct", chunks=32 if kind is Kind.ALLREDUCE else 2)

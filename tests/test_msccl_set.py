@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.builtin import get_topology
 from synth.cli import main
 from synth.collective import Kind
@@ -20,6 +19,7 @@ from synth.interop.equivalence import compare
 from synth.interop.msccl_import import import_msccl
 from synth.interop.msccl_set import INDEX_PATH, build_set, write_set
 from synth.interop.msccl_xml import parse_msccl
+from synth.registry import synthesize
 
 MIB = 1 << 20
 

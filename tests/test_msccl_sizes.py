@@ -10,11 +10,11 @@ from dataclasses import replace
 from click.testing import CliRunner
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.cli import main
 from synth.collective import Kind
 from synth.interop.msccl_export import DEFAULT_MAX_BYTES, export_msccl
 from synth.interop.msccl_sizes import boundary, call_bytes, lower_edge, sample_ranges, tuned_range, upper_edge
+from synth.registry import synthesize
 from synth.schedule import load_schedule
 
 from .conftest import REPO

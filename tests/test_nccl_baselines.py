@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from synth import generators as gen
-from synth.algorithms import METHODS, make_collective, synthesize
 from synth.algorithms.double_binary_tree import double_tree, in_order_parents, interior, rank_trees
 from synth.algorithms.engines.composition import connected, induced_topology, overlap, parallel
 from synth.algorithms.engines.ring_channels import ring_channels
@@ -17,6 +16,7 @@ from synth.builtin import BUILTIN_NAMES
 from synth.cli import main
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
+from synth.registry import METHODS, make_collective, synthesize
 from synth.schedule import schedule_from_steps
 from synth.simulate import Simulator
 from synth.topology import topology_from_document

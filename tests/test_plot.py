@@ -11,12 +11,12 @@ import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.bounds import bound_model
 from synth.compare import compare
 from synth.plot import best_ranges, plot_curves, plot_timeline, plot_topology, render, save, topology_layout
 from synth.plot.timeline import busy_time, gantt_rows, link_kinds
 from synth.plot.topology import MAX_CLASSES, bandwidth_classes
+from synth.registry import synthesize
 from synth.simulate import Simulator
 from synth.units import size_range
 

@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.collective import Kind
+from synth.registry import synthesize
 from synth.simulate import Simulator
 from synth.verify import verify
 

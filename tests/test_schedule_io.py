@@ -5,9 +5,9 @@ import pytest
 
 from synth import generators as gen
 from synth import schedule as schedule_module
-from synth.algorithms import synthesize
 from synth.collective import Collective, Kind
 from synth.errors import InputError
+from synth.registry import synthesize
 from synth.schedule import (
     Transfer,
     load_schedule,

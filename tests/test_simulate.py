@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from synth import generators as gen
-from synth.algorithms import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.builtin import get_topology
 from synth.collective import ALL_KINDS, Collective, Kind
 from synth.errors import NotApplicable
+from synth.registry import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
 from synth.routing import router_for
 from synth.schedule import Transfer, schedule_from_steps
 from synth.simulate import Simulator, max_min_rates, simulate

@@ -1,4 +1,5 @@
 import json
+import re
 
 import networkx as nx
 import pytest
@@ -7,7 +8,7 @@ from synth import generators as gen
 from synth.builtin import BUILTIN_NAMES, BUILTIN_RECIPES, builtin_path, get_topology
 from synth.canonical import canonical_sha256
 from synth.errors import InputError
-from synth.topology import Topology, load_topology, topology_from_document, topology_to_json
+from synth.topology import Topology, content_document, load_topology, topology_from_document, topology_to_json
 
 from .conftest import write_json
 
@@ -29,7 +30,8 @@ def test_example_from_formats_loads(tmp_path):
     assert t.num_ranks == 2 and len(t.switches) == 1
     assert len(t.links) == 4  # duplex: one directed link each way
     assert t.ranks[0].host == "node0" and t.ranks[1].host is None
-    assert t.sha256 == canonical_sha256(GOOD)
+    assert t.document_sha256 == canonical_sha256(GOOD)  # the whole file, for schedules written before
+    assert t.sha256 == canonical_sha256(content_document(t))
 
 
 def test_parallel_entries_add_bandwidth_and_simplex_links():
@@ -106,7 +108,8 @@ def test_builtin_files_match_their_recipes(name):
 def test_builtins_valid_and_described(name):
     t = get_topology(name)
     assert t.name == name
-    assert "ANCHORS.md" in t.description
+    # its figures are carried with their public sources (a paper, a vendor document, NCCL's code)
+    assert re.search(r"arXiv \d{4}\.\d{4,5}|github\.com/|datasheet|white paper", t.description), t.description
     assert t.num_ranks >= 8
 
 

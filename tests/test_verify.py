@@ -3,10 +3,10 @@
 import pytest
 
 from synth import generators as gen
-from synth.algorithms import synthesize
 from synth.collective import Collective, Kind
-from synth.schedule import Transfer, schedule_from_steps
-from synth.verify import TopologyMismatch, VerificationError, check, verify
+from synth.registry import synthesize
+from synth.schedule import TopologyMismatch, Transfer, schedule_from_steps
+from synth.verify import VerificationError, check, verify
 
 from .reference import reference_check
 

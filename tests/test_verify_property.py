@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth import generators as gen
-from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
 from synth.collective import Kind
 from synth.errors import NotApplicable
+from synth.registry import CLASSIC_METHODS, METHODS, synthesize
 from synth.schedule import Transfer
 from synth.verify import verify
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from synth import generators as gen
-from synth.algorithms import synthesize
+from synth.registry import synthesize
 from synth.collective import ALL_KINDS, Kind
 from synth.errors import NotApplicable
 from synth.fileio import write_text_atomic

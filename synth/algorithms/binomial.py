@@ -16,12 +16,13 @@ import numpy as np
 from synth.algorithms.engines.builders import by_duality, dispatcher, with_reductions
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
+from synth.method import Method, one_chunk
 from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
 from synth.transform import concat
 
-METHOD = "binomial"
+NAME = "binomial"
 
 
 def _rounds(r: int) -> int:
@@ -49,7 +50,7 @@ def _broadcast_steps(r: int, root: int, chunks: np.ndarray) -> list[LogicalStep]
 def broadcast(topology: Topology, collective: Collective, router: Router) -> Schedule:
     r, root = collective.num_ranks, collective.root
     steps = _broadcast_steps(r, root, np.arange(collective.num_chunks))
-    return lower_copies(topology, collective, steps, METHOD, {}, router)
+    return lower_copies(topology, collective, steps, NAME, {}, router)
 
 
 def _subtree_pieces(v: int, mask: int, r: int, root: int, k: int) -> np.ndarray:
@@ -71,7 +72,7 @@ def scatter(topology: Topology, collective: Collective, router: Router) -> Sched
                 dst.append(np.full(pieces.size, (v + mask + root) % r))
                 chunk.append(pieces)
         steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
-    return lower_copies(topology, collective, steps, METHOD, {}, router)
+    return lower_copies(topology, collective, steps, NAME, {}, router)
 
 
 def gather(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -86,7 +87,7 @@ def gather(topology: Topology, collective: Collective, router: Router) -> Schedu
             dst.append(np.full(pieces.size, (v - mask + root) % r))
             chunk.append(pieces)
         steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
-    return lower_copies(topology, collective, steps, METHOD, {}, router)
+    return lower_copies(topology, collective, steps, NAME, {}, router)
 
 
 def allgather(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -102,22 +103,32 @@ def allgather(topology: Topology, collective: Collective, router: Router) -> Sch
             chunk.append(pieces)
         steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
     steps += _broadcast_steps(r, 0, np.arange(collective.num_chunks))
-    return lower_copies(topology, collective, steps, METHOD, {"phases": ["gather", "broadcast"]}, router)
+    return lower_copies(topology, collective, steps, NAME, {"phases": ["gather", "broadcast"]}, router)
 
 
 def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
     r, k = collective.num_ranks, collective.chunks_per_piece
-    red = by_duality(broadcast, topology, Collective(Kind.REDUCE, r, k, 0), METHOD)
+    red = by_duality(broadcast, topology, Collective(Kind.REDUCE, r, k, 0), NAME)
     bc = broadcast(topology, Collective(Kind.BROADCAST, r, k, 0), router)
-    return concat([red, bc], collective, METHOD, {"phases": ["reduce", "broadcast"], "root": 0})
+    return concat([red, bc], collective, NAME, {"phases": ["reduce", "broadcast"], "root": 0})
 
 
 BUILDERS = with_reductions(
-    METHOD,
+    NAME,
     {Kind.BROADCAST: broadcast, Kind.GATHER: gather, Kind.SCATTER: scatter, Kind.ALLGATHER: allgather, Kind.ALLREDUCE: allreduce},
     allreduce=False,
 )
 
 
 COLLECTIVES = frozenset(BUILDERS)
-synthesize = dispatcher(METHOD, BUILDERS)
+synthesize = dispatcher(NAME, BUILDERS)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="binomial tree for rooted collectives; allreduce = reduce + broadcast",
+    family="classic",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=one_chunk,
+)

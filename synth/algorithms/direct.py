@@ -14,11 +14,12 @@ import numpy as np
 from synth.algorithms.engines.builders import dispatcher, with_reductions
 from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.collective import Collective, Kind
+from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
 
-METHOD = "direct"
+NAME = "direct"
 
 
 def _all_pairs(r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -32,7 +33,7 @@ def allgather(topology: Topology, collective: Collective, router: Router) -> Sch
     src, dst = _all_pairs(r)
     chunk = (src[:, None] * k + np.arange(k)).ravel()
     step = logical_step(np.repeat(src, k), np.repeat(dst, k), chunk)
-    return lower_copies(topology, collective, [step], METHOD, {}, router)
+    return lower_copies(topology, collective, [step], NAME, {}, router)
 
 
 def _from_root(collective: Collective, chunk_of_dst) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -50,13 +51,13 @@ def _from_root(collective: Collective, chunk_of_dst) -> tuple[np.ndarray, np.nda
 def broadcast(topology: Topology, collective: Collective, router: Router) -> Schedule:
     k = collective.chunks_per_piece
     step = logical_step(*_from_root(collective, lambda d: np.arange(k)))
-    return lower_copies(topology, collective, [step], METHOD, {}, router)
+    return lower_copies(topology, collective, [step], NAME, {}, router)
 
 
 def scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
     k = collective.chunks_per_piece
     step = logical_step(*_from_root(collective, lambda d: d * k + np.arange(k)))
-    return lower_copies(topology, collective, [step], METHOD, {}, router)
+    return lower_copies(topology, collective, [step], NAME, {}, router)
 
 
 def gather(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -64,7 +65,7 @@ def gather(topology: Topology, collective: Collective, router: Router) -> Schedu
     src = np.array([s for s in range(r) if s != root], dtype=np.int64)
     chunk = (src[:, None] * k + np.arange(k)).ravel()
     step = logical_step(np.repeat(src, k), np.full(chunk.size, root, dtype=np.int64), chunk)
-    return lower_copies(topology, collective, [step], METHOD, {}, router)
+    return lower_copies(topology, collective, [step], NAME, {}, router)
 
 
 def alltoall(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -72,14 +73,24 @@ def alltoall(topology: Topology, collective: Collective, router: Router) -> Sche
     src, dst = _all_pairs(r)
     chunk = ((src * r + dst)[:, None] * k + np.arange(k)).ravel()
     step = logical_step(np.repeat(src, k), np.repeat(dst, k), chunk)
-    return lower_copies(topology, collective, [step], METHOD, {}, router)
+    return lower_copies(topology, collective, [step], NAME, {}, router)
 
 
 BUILDERS = with_reductions(
-    METHOD,
+    NAME,
     {Kind.ALLGATHER: allgather, Kind.GATHER: gather, Kind.BROADCAST: broadcast, Kind.SCATTER: scatter, Kind.ALLTOALL: alltoall},
 )
 
 
 COLLECTIVES = frozenset(BUILDERS)
-synthesize = dispatcher(METHOD, BUILDERS)
+synthesize = dispatcher(NAME, BUILDERS)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="all-pairs: every piece straight to where it is needed (relayed where no switch path exists)",
+    family="classic",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=ranks_for_allreduce,
+)

@@ -41,12 +41,13 @@ from synth.algorithms.engines.composition import overlap, parallel
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.algorithms.engines.ring_channels import pack_rings, ring_channels, spread_routes
 from synth.collective import Collective, Kind
+from synth.method import Method, one_chunk
 from synth.routing import Router, ring_order, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 from synth.transform import dual_reduction
 
-METHOD = "double-binary-tree"
+NAME = "double-binary-tree"
 CHUNKS_PER_TREE = 4
 _EXHAUSTIVE = 8
 
@@ -242,18 +243,16 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
         # reduce: the dual of a pipelined broadcast on the reversed machine (chunks finish at the
         # root in reverse order), then broadcast them down in that order
         forward = lower_copies(
-            reversed_topology, Collective(Kind.BROADCAST, r, k, root), _broadcast_steps(tree, chunks), METHOD, {}, reversed_router
+            reversed_topology, Collective(Kind.BROADCAST, r, k, root), _broadcast_steps(tree, chunks), NAME, {}, reversed_router
         )
-        reduces.append(dual_reduction(forward, Collective(Kind.REDUCE, r, k, root), METHOD, {}))
+        reduces.append(dual_reduction(forward, Collective(Kind.REDUCE, r, k, root), NAME, {}))
         broadcasts.append(
-            lower_copies(
-                topology, Collective(Kind.BROADCAST, r, k, root), _broadcast_steps(tree, chunks[::-1]), METHOD, {}, router
-            )
+            lower_copies(topology, Collective(Kind.BROADCAST, r, k, root), _broadcast_steps(tree, chunks[::-1]), NAME, {}, router)
         )
-    up = parallel(reduces, collective, METHOD, align_end=True)
-    down = parallel(broadcasts, collective, METHOD)
+    up = parallel(reduces, collective, NAME, align_end=True)
+    down = parallel(broadcasts, collective, NAME)
     params = dict(params, chunks_per_tree=[int(s.size) for s in shares])
-    return spread_routes(overlap(up, down, collective, METHOD, params), topology, router)
+    return spread_routes(overlap(up, down, collective, NAME, params), topology, router)
 
 
 def default_chunks(kind: Kind, topology: Topology) -> int:
@@ -264,4 +263,15 @@ def default_chunks(kind: Kind, topology: Topology) -> int:
 
 BUILDERS = {Kind.ALLREDUCE: allreduce}
 COLLECTIVES = frozenset(BUILDERS)
-synthesize = dispatcher(METHOD, BUILDERS)
+synthesize = dispatcher(NAME, BUILDERS)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="NCCL's double binary tree allreduce: two complementary trees, half the data each, pipelined",
+    family="nccl",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=one_chunk,
+    topology_chunks=default_chunks,
+)

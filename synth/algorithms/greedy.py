@@ -5,7 +5,8 @@ carries a chunk that its source holds and that its destination, or a rank beyond
 the chunk the most ranks still lack, or, for chunks with one destination, the one farthest from it
 (`synth.algorithms.engines.greedy_engine`). A link b times faster than the slowest carries b chunks per
 step, so one step lasts about one chunk over the slowest link and every link stays busy: this is
-TACOS's greedy on a time-expanded network, in the step-synchronous cost of FORMATS.md.
+TACOS's greedy on a time-expanded network, in the step-synchronous cost
+(docs/formats.md, 'Step-synchronous cost').
 
 allgather, broadcast, gather, scatter and alltoall run the engine directly; reduce-scatter and
 reduce are the duals of allgather and broadcast on the reversed topology; allreduce is
@@ -31,11 +32,12 @@ from synth.algorithms.engines.greedy_engine import EngineOptions, Plan, dissemin
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import check_options, predicted_us
 from synth.collective import Collective, Kind
+from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 
-METHOD = "greedy"
+NAME = "greedy"
 OPTIONS = frozenset({"seed", "seeds", "size", "progress", "engine"})
 
 #: size at which seeds are compared when no size is given
@@ -57,7 +59,7 @@ def _forward(plan: Plan, progress: Progress | None):
             "channels": channels.count,
             "all_pairs": channels.complete,
         }
-        return disseminate(topology, collective, channels, plan, METHOD, params, progress)
+        return disseminate(topology, collective, channels, plan, NAME, params, progress)
 
     return build
 
@@ -66,7 +68,7 @@ def builders(plan: Plan, progress: Progress | None = None) -> dict[Kind, Callabl
     """The builder of every collective for one greedy set-up."""
     forward = _forward(plan, progress)
     return with_reductions(
-        METHOD,
+        NAME,
         {kind: forward for kind in (Kind.ALLGATHER, Kind.BROADCAST, Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)},
     )
 
@@ -103,7 +105,7 @@ def _collective(kind: Kind, ranks: int, k: int, root: int | None) -> Collective:
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
     """Greedy schedule for ``collective`` on ``topology`` (see the module docstring for options;
     ``requested_chunks`` None lets it choose the chunk count for ``size``)."""
-    check_options(METHOD, options, OPTIONS)
+    check_options(NAME, options, OPTIONS)
     seed = _option_int(options, "seed", 0, 0)
     seeds = _option_int(options, "seeds", 1, 1)
     size = _option_int(options, "size", None, 1)
@@ -117,7 +119,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     measure_at = size if size is not None else REFERENCE_SIZE
 
     def build(coll: Collective, plan: Plan) -> Schedule:
-        return dispatcher(METHOD, builders(plan, progress))(topology, coll, router)
+        return dispatcher(NAME, builders(plan, progress))(topology, coll, router)
 
     best: tuple[float, int, Schedule, Collective, Plan] | None = None
 
@@ -158,3 +160,15 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         params["seeds_tried"] = seeds
         schedule = replace(schedule, params=params)
     return schedule
+
+
+METHOD = Method(
+    name=NAME,
+    summary="event-driven link-chunk matching over the real links, rarest chunk first (scales to thousands of ranks)",
+    family="scalable",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=ranks_for_allreduce,
+    options=OPTIONS,
+    chooses_chunks=True,
+)

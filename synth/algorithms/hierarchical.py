@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synth.algorithms import direct, ring
 from synth.algorithms.engines.builders import by_duality, dispatcher
 from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
 from synth.algorithms.engines.lowering import logical_step, lower_copies
@@ -43,12 +44,15 @@ from synth.algorithms.engines.ring_channels import spread_routes
 from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
+from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, ring_order, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 
-METHOD = "hierarchical"
+NAME = "hierarchical"
 _EPS = 1e-9
+#: the methods `inner_method` chooses between, run (and verified) on a host or a rail
+INNER = {direct.NAME: direct.METHOD, ring.NAME: ring.METHOD}
 
 
 def host_ranks(topology: Topology) -> list[list[int]]:
@@ -86,22 +90,22 @@ def inner_method(topology: Topology, groups: list[list[int]], parts: list[Topolo
     All groups are counted together: rails of a fat-tree share its spine links."""
     n = len(groups[0])
     if n == 1:
-        return "direct"
+        return direct.NAME
     router = router_for(topology)
-    direct = _load_ratio(topology, router, [(a, b) for g in groups for a in g for b in g if a != b])
-    if direct is None:
-        return "ring"
+    direct_load = _load_ratio(topology, router, [(a, b) for g in groups for a in g for b in g if a != b])
+    if direct_load is None:
+        return ring.NAME
     hops = []
     for group, part in zip(groups, parts):
         order, linked = ring_order(part, router_for(part))
         if not linked:
-            return "direct"
+            return direct.NAME
         ranks = [group[i] for i in order]
         hops.extend(zip(ranks, ranks[1:] + ranks[:1]))
-    ring = _load_ratio(topology, router, hops)
-    if ring is None:
-        return "direct"
-    return "direct" if direct <= (n - 1) * ring * (1 + _EPS) else "ring"
+    ring_load = _load_ratio(topology, router, hops)
+    if ring_load is None:
+        return direct.NAME
+    return direct.NAME if direct_load <= (n - 1) * ring_load * (1 + _EPS) else ring.NAME
 
 
 def _part(topology: Topology, ranks: list[int], label: str) -> Topology:
@@ -112,8 +116,6 @@ def _part(topology: Topology, ranks: list[int], label: str) -> Topology:
 
 
 def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
-    from synth.algorithms import synthesize  # the registry (verifies every inner schedule)
-
     hosts = host_ranks(topology)
     h_count, local = len(hosts), len(hosts[0])
     k = collective.chunks_per_piece
@@ -132,25 +134,25 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
 
     def in_hosts(kind: Kind) -> Schedule:
         pieces = [
-            embed(synthesize(part, kind, intra, chunks=share), topology, collective, ranks, everything, METHOD)
+            embed(INNER[intra].synthesize(part, kind, chunks=share), topology, collective, ranks, everything, NAME)
             for part, ranks in zip(host_parts, hosts)
         ]
-        return parallel(pieces, collective, METHOD)
+        return parallel(pieces, collective, NAME)
 
     across = parallel(
         [
             embed(
-                synthesize(part, Kind.ALLREDUCE, inter, chunks=share),
+                INNER[inter].synthesize(part, Kind.ALLREDUCE, chunks=share),
                 topology,
                 collective,
                 ranks,
                 i * share + np.arange(share, dtype=np.int64),
-                METHOD,
+                NAME,
             )
             for i, (part, ranks) in enumerate(zip(rail_parts, rails))
         ],
         collective,
-        METHOD,
+        NAME,
     )
     params = {
         "phases": ["reduce-scatter in hosts", "allreduce across hosts", "allgather in hosts"],
@@ -160,9 +162,9 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
         "inter": inter,
         "host_ranks": hosts,
     }
-    first = overlap(in_hosts(Kind.REDUCE_SCATTER), across, collective, METHOD)
+    first = overlap(in_hosts(Kind.REDUCE_SCATTER), across, collective, NAME)
     # the rails were routed separately, each with the same hash-based choice of spine: spread them
-    return spread_routes(overlap(first, in_hosts(Kind.ALLGATHER), collective, METHOD, params), topology, router)
+    return spread_routes(overlap(first, in_hosts(Kind.ALLGATHER), collective, NAME, params), topology, router)
 
 
 def _root_host(topology: Topology, root: int) -> tuple[list[list[int]], int]:
@@ -223,7 +225,7 @@ def scatter(topology: Topology, collective: Collective, router: Router) -> Sched
     k + 1 steps; with many chunks the time approaches the root's outgoing bandwidth limit."""
     hosts, _ = _root_host(topology, collective.root)
     params = {"phases": ["root to its host, per local index", "along the rails"], "hosts": len(hosts)}
-    return lower_copies(topology, collective, _scatter_steps(topology, collective), METHOD, params, router)
+    return lower_copies(topology, collective, _scatter_steps(topology, collective), NAME, params, router)
 
 
 def gather(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -231,7 +233,7 @@ def gather(topology: Topology, collective: Collective, router: Router) -> Schedu
     hosts, _ = _root_host(topology, collective.root)
     steps = [(dst, src, chunk) for src, dst, chunk in reversed(_scatter_steps(topology, collective))]
     params = {"phases": ["along the rails", "into the root, per local index"], "hosts": len(hosts)}
-    return lower_copies(topology, collective, steps, METHOD, params, router)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 def alltoall(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -269,7 +271,7 @@ def alltoall(topology: Topology, collective: Collective, router: Router) -> Sche
             parts.append((rail[0], rail[1], rail[2] * k + t - 1))
         steps.append(logical_step(*(np.concatenate([p[i] for p in parts]) for i in range(3))))
     params = {"phases": ["to the rank of the destination's local index, in the host", "along the rails"], "hosts": len(hosts)}
-    return lower_copies(topology, collective, steps, METHOD, params, router)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 def fanout_choices(hosts: int) -> tuple[int, ...]:
@@ -380,7 +382,7 @@ def broadcast(
     }
     orders = {} if rail_orders is None else rail_orders
     steps = _broadcast_steps(topology, collective, shape.fanout, shape.root_carries, orders)
-    schedule = lower_copies(topology, collective, steps, METHOD, params, router)
+    schedule = lower_copies(topology, collective, steps, NAME, params, router)
     return spread_routes(schedule, topology, router) if spread else schedule
 
 
@@ -399,7 +401,7 @@ def reduce(
     def forward(t: Topology, c: Collective, r: Router) -> Schedule:
         return broadcast(t, c, r, shape, rail_orders=rail_orders, spread=spread)
 
-    return by_duality(forward, topology, collective, METHOD)
+    return by_duality(forward, topology, collective, NAME)
 
 
 BUILDERS = {
@@ -411,7 +413,7 @@ BUILDERS = {
     Kind.REDUCE: reduce,
 }
 COLLECTIVES = frozenset(BUILDERS)
-_dispatch = dispatcher(METHOD, BUILDERS)
+_dispatch = dispatcher(NAME, BUILDERS)
 OPTIONS = frozenset({"size"})
 #: the collectives whose chunk count the ``size`` option chooses
 TUNED = frozenset({Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL, Kind.BROADCAST, Kind.REDUCE})
@@ -446,7 +448,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     many for large ones (the pipeline fill costs one step in k + 1). Broadcast and reduce take the
     fastest rail tree, carriers and number of waves (`_tuned_tree`; the caller's chunk count, if
     given, is kept)."""
-    size = size_option(METHOD, options, OPTIONS)
+    size = size_option(NAME, options, OPTIONS)
     router = router or router_for(topology)
     kind = collective.kind
     if size is None or kind not in TUNED:
@@ -497,3 +499,16 @@ def _tuned_tree(topology: Topology, collective: Collective, router: Router, size
         return build(topology, one(k), router, shape, rail_orders=rail_orders)
 
     return fastest(timed_sweep(sorted(tried)[:FINALISTS], balanced, topology, size))
+
+
+METHOD = Method(
+    name=NAME,
+    summary="multi-host: allreduce = reduce-scatter in hosts, allreduce across, allgather in hosts; others over the rails",
+    family="nccl",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=ranks_for_allreduce,
+    topology_chunks=default_chunks,
+    options=OPTIONS,
+    chooses_chunks=True,
+)

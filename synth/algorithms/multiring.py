@@ -24,11 +24,12 @@ from synth.algorithms.engines.builders import dispatcher, with_reductions
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.algorithms.engines.ring_channels import RingChannels, ring_channels
 from synth.collective import Collective, Kind
+from synth.method import Method, one_chunk
 from synth.routing import Router
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
 from synth.topology import Topology
 
-METHOD = "multiring"
+NAME = "multiring"
 BROADCAST_CHUNKS_PER_CHANNEL = 4
 
 
@@ -67,8 +68,8 @@ class _Steps:
         cat = [[np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in step] for step in self.steps]
         if plan.relayed:
             logical: list[LogicalStep] = [logical_step(s, d, c) for s, d, c, _, _ in cat]
-            return lower_copies(topology, collective, logical, METHOD, params, router)
-        builder = ScheduleBuilder(collective, topology, METHOD, params)
+            return lower_copies(topology, collective, logical, NAME, params, router)
+        builder = ScheduleBuilder(collective, topology, NAME, params)
         route_ids = np.array([[builder.route_id(via) for via in hops] for hops in plan.routes], dtype=np.int64)
         for src, dst, chunk, channel, hop in cat:
             if src.size:
@@ -120,7 +121,18 @@ def broadcast(topology: Topology, collective: Collective, router: Router) -> Sch
     return steps.emit(topology, collective, plan, router, plan.params())
 
 
-BUILDERS = with_reductions(METHOD, {Kind.ALLGATHER: allgather, Kind.BROADCAST: broadcast})
+BUILDERS = with_reductions(NAME, {Kind.ALLGATHER: allgather, Kind.BROADCAST: broadcast})
 
 COLLECTIVES = frozenset(BUILDERS)
-synthesize = dispatcher(METHOD, BUILDERS)
+synthesize = dispatcher(NAME, BUILDERS)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="NCCL's multi-channel rings: several rings over disjoint link capacity, each a share of the data",
+    family="nccl",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=one_chunk,
+    topology_chunks=default_chunks,
+)

@@ -33,12 +33,13 @@ from synth.algorithms.engines.tree_packing import packings as tree_packings
 from synth.algorithms.engines.tree_pipeline import chunk_shares, tree_schedule
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
+from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 from synth.transform import concat, dual_reduction
 
-METHOD = "packing"
+NAME = "packing"
 OPTIONS = frozenset({"size"})
 REFERENCE_SIZE = 1 << 30
 #: (trees, chunk count) pairs built and timed exactly, the best estimated ones
@@ -133,7 +134,7 @@ def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks
     best: tuple[float, int, Schedule] | None = None
     for _, _, packing, count in options[:EXACT_CANDIDATES]:
         collective = Collective(kind, r, count, root)
-        schedule = tree_schedule(topology, channels, packing, collective, METHOD, _params(packing, size, collective))
+        schedule = tree_schedule(topology, channels, packing, collective, NAME, _params(packing, size, collective))
         time = predicted_us(schedule, topology, [size])[0]
         if best is None or (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule)
@@ -149,10 +150,10 @@ def synthesize(
 ) -> Schedule:
     """Packed-tree schedule for ``collective`` (see the module docstring; ``requested_chunks``
     None lets it choose the chunk count for ``size``)."""
-    size = size_option(METHOD, options, OPTIONS)
+    size = size_option(NAME, options, OPTIONS)
     kind = collective.kind
     if kind not in COLLECTIVES:
-        raise NotApplicable(f"{METHOD} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in COLLECTIVES))})")
+        raise NotApplicable(f"{NAME} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in COLLECTIVES))})")
     at = size if size is not None else REFERENCE_SIZE
     chunks = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
     router = router or router_for(topology)
@@ -179,7 +180,7 @@ def _dual(topology: Topology, kind: Kind, root: int | None, build) -> Schedule:
     reduction = Collective(kind, r, forward.collective.chunks_per_piece, root)
     params = dict(forward.params)
     params["dual_of"] = DUAL[kind].value
-    return dual_reduction(forward, reduction, METHOD, params)
+    return dual_reduction(forward, reduction, NAME, params)
 
 
 def _allreduce(topology: Topology, collective: Collective, router: Router, chunks: int | None, at: int, forward) -> Schedule:
@@ -189,7 +190,7 @@ def _allreduce(topology: Topology, collective: Collective, router: Router, chunk
     if chunks is not None:
         if chunks % r:
             raise NotApplicable(
-                f"{METHOD} allreduce runs reduce-scatter then allgather, so --chunks must be a multiple of the rank count {r}"
+                f"{NAME} allreduce runs reduce-scatter then allgather, so --chunks must be a multiple of the rank count {r}"
             )
         phases = {chunks // r: (None, None)}
     else:
@@ -205,9 +206,21 @@ def _allreduce(topology: Topology, collective: Collective, router: Router, chunk
         rs = rs or _dual(topology, Kind.REDUCE_SCATTER, None, forward(per_piece))
         ag = ag or forward(per_piece)(topology, Collective(Kind.ALLGATHER, r, per_piece), router)
         params = {"phases": ["reduce-scatter", "allgather"], "reduce_scatter": dict(rs.params), "allgather": dict(ag.params)}
-        schedule = concat([rs, ag], Collective(Kind.ALLREDUCE, r, r * per_piece), METHOD, params)
+        schedule = concat([rs, ag], Collective(Kind.ALLREDUCE, r, r * per_piece), NAME, params)
         time = predicted_us(schedule, topology, [at])[0]
         if best is None or (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule)
     assert best is not None
     return best[2]
+
+
+METHOD = Method(
+    name=NAME,
+    summary="spanning trees at the optimal allgather/broadcast throughput (exact max-flow bound), pipelined for the size",
+    family="scalable",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=ranks_for_allreduce,
+    options=OPTIONS,
+    chooses_chunks=True,
+)

@@ -18,11 +18,12 @@ from synth.algorithms.engines.builders import dispatcher
 from synth.algorithms.engines.lowering import LogicalStep, RouteTable, logical_step, lower_copies
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
+from synth.method import Method, one_chunk
 from synth.routing import Router
 from synth.schedule import OP_COPY, OP_REDUCE, Schedule, ScheduleBuilder
 from synth.topology import Topology
 
-METHOD = "recursive-doubling"
+NAME = "recursive-doubling"
 
 
 def split(r: int) -> tuple[int, int]:
@@ -66,13 +67,13 @@ def allgather(topology: Topology, collective: Collective, router: Router) -> Sch
             dst.append(np.full(c.size, p + i))
             chunk.append(c)
         steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
-    return lower_copies(topology, collective, steps, METHOD, {"core": p, "extra": e}, router)
+    return lower_copies(topology, collective, steps, NAME, {"core": p, "extra": e}, router)
 
 
 def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
     r, g = collective.num_ranks, collective.num_chunks
     p, e = split(r)
-    builder = ScheduleBuilder(collective, topology, METHOD, {"core": p, "extra": e})
+    builder = ScheduleBuilder(collective, topology, NAME, {"core": p, "extra": e})
     routes = RouteTable(topology, router, builder)
     chunks = np.arange(g, dtype=np.int64)
 
@@ -103,4 +104,14 @@ BUILDERS = {Kind.ALLGATHER: allgather, Kind.ALLREDUCE: allreduce}
 
 
 COLLECTIVES = frozenset(BUILDERS)
-synthesize = dispatcher(METHOD, BUILDERS)
+synthesize = dispatcher(NAME, BUILDERS)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="recursive doubling, any rank count (allgather; allreduce by whole-buffer exchange)",
+    family="classic",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=one_chunk,
+)

@@ -16,11 +16,12 @@ import numpy as np
 from synth.algorithms.engines.builders import dispatcher, with_reductions
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.collective import Collective, Kind
+from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, ring_order
 from synth.schedule import Schedule
 from synth.topology import Topology
 
-METHOD = "ring"
+NAME = "ring"
 
 
 def _order(topology: Topology, router: Router) -> tuple[np.ndarray, dict]:
@@ -43,7 +44,7 @@ def allgather(topology: Topology, collective: Collective, router: Router) -> Sch
         receivers = order[(pos + 1) % r]
         owners = order[(pos - s) % r]
         steps.append(logical_step(np.repeat(senders, k), np.repeat(receivers, k), _piece_chunks(owners, k)))
-    return lower_copies(topology, collective, steps, METHOD, params, router)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 def _chain_from_root(order: np.ndarray, root: int) -> np.ndarray:
@@ -62,7 +63,7 @@ def broadcast(topology: Topology, collective: Collective, router: Router) -> Sch
         chunk = s - hops
         live = (chunk >= 0) & (chunk < k)
         steps.append(logical_step(chain[hops[live]], chain[hops[live] + 1], chunk[live]))
-    return lower_copies(topology, collective, steps, METHOD, params, router)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 def gather(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -73,7 +74,7 @@ def gather(topology: Topology, collective: Collective, router: Router) -> Schedu
     for s in range(r - 1):
         i = np.arange(s, r - 1)  # chain[i] forwards the piece of chain[i - s]
         steps.append(logical_step(np.repeat(chain[i], k), np.repeat(chain[i + 1], k), _piece_chunks(chain[i - s], k)))
-    return lower_copies(topology, collective, steps, METHOD, params, router)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 def scatter(topology: Topology, collective: Collective, router: Router) -> Schedule:
@@ -87,14 +88,24 @@ def scatter(topology: Topology, collective: Collective, router: Router) -> Sched
         live = target >= i + 1
         i, target = i[live], target[live]
         steps.append(logical_step(np.repeat(chain[i], k), np.repeat(chain[i + 1], k), _piece_chunks(chain[target], k)))
-    return lower_copies(topology, collective, steps, METHOD, params, router)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 BUILDERS = with_reductions(
-    METHOD,
+    NAME,
     {Kind.ALLGATHER: allgather, Kind.BROADCAST: broadcast, Kind.GATHER: gather, Kind.SCATTER: scatter},
 )
 
 
 COLLECTIVES = frozenset(BUILDERS)
-synthesize = dispatcher(METHOD, BUILDERS)
+synthesize = dispatcher(NAME, BUILDERS)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="ring over the fastest links (allreduce = reduce-scatter + allgather, NCCL's ring)",
+    family="classic",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=ranks_for_allreduce,
+)

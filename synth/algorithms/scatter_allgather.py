@@ -22,11 +22,12 @@ from synth.algorithms.engines.builders import dispatcher, with_reductions
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
 from synth.collective import Collective, Kind
+from synth.method import Method, one_chunk
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 
-METHOD = "scatter-allgather"
+NAME = "scatter-allgather"
 #: waves tried with the ``size`` option
 WAVE_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 OPTIONS = frozenset({"size"})
@@ -66,12 +67,12 @@ def broadcast(topology: Topology, collective: Collective, router: Router) -> Sch
     """Scatter to the other ranks, then everyone shares its part (see the module's docstring)."""
     r, k, root = collective.num_ranks, collective.chunks_per_piece, collective.root
     params = {"phases": ["root deals the chunks to the other ranks", "each shares its chunks with the rest"]}
-    return lower_copies(topology, collective, _broadcast_steps(r, root, k), METHOD, params, router)
+    return lower_copies(topology, collective, _broadcast_steps(r, root, k), NAME, params, router)
 
 
-BUILDERS = with_reductions(METHOD, {Kind.BROADCAST: broadcast})
+BUILDERS = with_reductions(NAME, {Kind.BROADCAST: broadcast})
 COLLECTIVES = frozenset(BUILDERS)
-_dispatch = dispatcher(METHOD, BUILDERS)
+_dispatch = dispatcher(NAME, BUILDERS)
 
 
 def default_chunks(kind: Kind, topology: Topology) -> int:
@@ -83,7 +84,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     """The scatter-allgather broadcast or reduce. With ``size`` (bytes) and no chunk count from the
     caller, the number of waves among `WAVE_CHOICES` whose schedule is fastest at that size
     (step-synchronous model), tried in increasing order until two in a row are slower."""
-    size = size_option(METHOD, options, OPTIONS)
+    size = size_option(NAME, options, OPTIONS)
     router = router or router_for(topology)
     if size is None or options.get("requested_chunks") is not None:
         return _dispatch(topology, collective, router)
@@ -93,3 +94,16 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         return _dispatch(topology, Collective(collective.kind, collective.num_ranks, n * waves, collective.root), router)
 
     return fastest(timed_sweep(WAVE_CHOICES, build, topology, size, patience=2))
+
+
+METHOD = Method(
+    name=NAME,
+    summary="broadcast = scatter + allgather (van de Geijn, MPICH's long messages), pipelined; reduce = its dual",
+    family="classic",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=one_chunk,
+    topology_chunks=default_chunks,
+    options=OPTIONS,
+    chooses_chunks=True,
+)

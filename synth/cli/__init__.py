@@ -12,21 +12,32 @@ import sys
 import click
 
 from synth import __version__
+from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, run, schedule_cmds, simulate_cmd, topo
 from synth.errors import SynthError
+from synth.text import PrintableStream, printable
 
 
 class SynthGroup(click.Group):
     """A click group that turns `SynthError` into one line and its exit code."""
 
     def invoke(self, ctx: click.Context):
+        stdout = sys.stdout
+        if not isinstance(stdout, PrintableStream):  # names from files never reach a terminal raw
+            sys.stdout = PrintableStream(stdout)
         try:
             return super().invoke(ctx)
         except SynthError as exc:
-            click.echo(f"synth: error: {exc}", err=True)
+            click.echo(f"synth: error: {printable(exc)}", err=True)
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # an unknown option or choice: one line too, not click's usage block
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            click.echo(f"synth: error: {where}: {printable(exc.format_message())} (see {where} --help)", err=True)
+            sys.exit(2)
         except KeyboardInterrupt:
             click.echo("synth: interrupted", err=True)
             sys.exit(130)
+        finally:
+            sys.stdout = stdout
 
 
 @click.group(cls=SynthGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -40,8 +51,6 @@ def main() -> None:
 
 
 def _register() -> None:
-    from synth.cli import bound, compare_cmd, ilp, interop, nccl_cmds, plot, run, schedule_cmds, simulate_cmd, topo
-
     main.add_command(topo.topo)
     commands = [
         *schedule_cmds.COMMANDS,

@@ -6,21 +6,22 @@ import sys
 import threading
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import click
 
-from synth.algorithms import make_collective, synthesize
 from synth.bounds import bound_model
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg
+from synth.cli._util import COLLECTIVE_CHOICE, load_located_topology
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
+from synth.fileio import prepare_output_dir
 from synth.ilp import DEFAULT_SIZE, DEFAULT_TIME_LIMIT, Outcome, describe, sync_time_us
 from synth.ilp.formulation import OBJECTIVES
 from synth.ilp.pareto import DEFAULT_SIZES, Attempt, pareto_frontier
 from synth.ilp.search import ALLREDUCE_MODES
 from synth.ilp.solve import SOLVERS, Progress
 from synth.ilp.symmetry import find_symmetry
+from synth.limits import check_collective_size
+from synth.registry import make_collective, synthesize
 from synth.schedule import save_schedule
 from synth.units import bandwidth_gbps, format_size, parse_size, parse_sizes
 
@@ -46,7 +47,7 @@ def _progress_printer(quiet: bool):
 
 def _size(text: str) -> int:
     try:
-        return parse_size(text)
+        return parse_size(text, minimum=1)
     except ValueError as exc:
         raise InputError(_CMD, "--size", text, str(exc)) from None
 
@@ -126,7 +127,8 @@ def ilp_cmd(
     chunks in real units (time at --size), SCCL's rounds, or the fewest steps. The search always
     ends (--steps, --chunks, --time-limit); Ctrl-C stops it and keeps the best schedule found.
     Every schedule is verified before it is written."""
-    topo, source = load_topology_arg(topology)
+    topo, location = load_located_topology(topology)
+    source = str(location.path)
     kind = parse_kind(collective)
     for name, value in (
         ("--steps", steps),
@@ -146,7 +148,7 @@ def ilp_cmd(
     group = find_symmetry(topo if kind not in (Kind.REDUCE, Kind.REDUCE_SCATTER) else topo.reversed())
     symmetry = "off" if no_symmetry else group.describe(topo)
     if pareto:
-        _pareto(topo, source, kind, root, max_chunks, max_steps, time_limit, solver, no_symmetry, sizes, output, progress, stop)
+        _pareto(topo, location, kind, root, max_chunks, max_steps, time_limit, solver, no_symmetry, sizes, output, progress, stop)
         return
     size_bytes = _size(size) if size is not None else DEFAULT_SIZE
     try:
@@ -154,6 +156,7 @@ def ilp_cmd(
     except ValueError as exc:
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError(_CMD, field, root if field == "--root" else chunks, str(exc)) from None
+    check_collective_size(coll, _CMD, "--chunks", chunks)
     what = f"objective {objective}" + (f" at {format_size(size_bytes)}" if objective != "rounds" else "")
     click.echo(f"ilp: {coll.describe()} on {topo.name}, {what}, solver {solver}, symmetry {symmetry}")
     outcomes: list[Outcome] = []
@@ -177,8 +180,8 @@ def ilp_cmd(
     elapsed = time.perf_counter() - t0
     outcome = outcomes[-1]
     if output is not None:
-        save_schedule(schedule, output, protect=[source])
-        click.echo(f"wrote {output}")
+        written = save_schedule(schedule, output, protect=[source], topology_source=location.recorded_for(output))
+        click.echo(f"{written.verb} {output}")
     click.echo(f"verified: {schedule.summary()}")
     lower = bound_model(topo, kind, coll.root).time_us(size_bytes)
     t = sync_time_us(schedule, topo, size_bytes)
@@ -193,7 +196,8 @@ def ilp_cmd(
     )
 
 
-def _pareto(topo, source, kind, root, max_chunks, max_steps, time_limit, solver, no_symmetry, sizes, output, progress, stop):
+def _pareto(topo, location, kind, root, max_chunks, max_steps, time_limit, solver, no_symmetry, sizes, output, progress, stop):
+    source = str(location.path)
     size_list = _sizes(sizes)
     if max_chunks < 1:
         raise InputError(_CMD, "--max-chunks", max_chunks, "must be at least 1")
@@ -253,12 +257,11 @@ def _pareto(topo, source, kind, root, max_chunks, max_steps, time_limit, solver,
     click.echo(f"stopped: {result.stopped} ({result.elapsed:.1f} s, {len(result.attempts)} solves)")
     click.echo(f"proof: {result.proof}")
     if output is not None:
-        folder = Path(output)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = prepare_output_dir(output)
         for p in result.points:
             path = folder / f"{kind.value}-ilp-s{p.steps}-k{p.chunks}.json"
-            save_schedule(p.schedule, path, protect=[source])
-            click.echo(f"wrote {path}")
+            written = save_schedule(p.schedule, path, protect=[source], topology_source=location.recorded_for(path))
+            click.echo(f"{written.verb} {path}")
     if not result.points:
         sys.exit(1)
 

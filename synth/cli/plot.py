@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import click
 
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, sweep_options, verify_or_exit
+import synth.plot
+from synth.cli._util import (
+    COLLECTIVE_CHOICE,
+    load_topology_arg,
+    method_list_arg,
+    schedule_topology_arg,
+    sweep_options,
+    verify_or_exit,
+)
 from synth.cli.simulate_cmd import sizes_from_options
 from synth.collective import Kind, parse_kind
+from synth.compare import compare
 from synth.errors import InputError
+from synth.fileio import write_text_atomic
 from synth.progress import Progress
+from synth.report import DEFAULT_KINDS, build_report
+from synth.schedule import load_schedule
 from synth.units import parse_size, size_range
 
 #: nccl-tests' usual sweep, 8 B to 1 GiB doubling (28 sizes)
@@ -18,19 +30,13 @@ CURVE_SIZES = tuple(size_range(8, 1 << 30, 2))
 
 def _plotting():
     """synth.plot, or a one-line error when matplotlib is missing."""
-    from synth.plot._common import require_matplotlib
-
-    require_matplotlib()
-    import synth.plot
-
+    synth.plot.require_matplotlib()
     return synth.plot
 
 
 def _output(path: str, where: str) -> str:
-    from synth.plot._common import image_format
-
     try:
-        image_format(path)
+        synth.plot.image_format(path)
     except InputError as exc:
         raise InputError(where, "-o", path, exc.reason) from None
     return path
@@ -42,8 +48,8 @@ def _sizes(size_list, begin, end, factor, step) -> list[int]:
     return sizes_from_options(size_list, begin, end, factor, step)
 
 
-def _methods(text: str | None) -> list[str] | None:
-    return [m.strip() for m in text.split(",") if m.strip()] if text else None
+def _methods(text: str | None, command: str) -> list[str] | None:
+    return method_list_arg(text, command)
 
 
 @click.group("plot", short_help="Pictures: a topology, a schedule over time, every method against the bound.")
@@ -65,8 +71,8 @@ def plot_topo_cmd(topology, output, collapse):
     _output(output, "synth plot topo")
     topo, source = load_topology_arg(topology)
     fig = plot.plot_topology(topo, collapse=collapse)
-    plot.save(fig, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 @plot_group.command("schedule", short_help="Gantt chart of a schedule's simulation, one row per link.")
@@ -83,20 +89,18 @@ def plot_schedule_cmd(schedule, topology, size_text, output, model, color_by, ma
     """Simulate SCHEDULE at --size and draw it over time: one row per directed link that carries
     data, a bar per transfer while its bytes flow, idle time white, the total time and the lower
     bound marked. The schedule is verified first (exit 1 if invalid)."""
-    from synth.schedule import load_schedule
-
     plot = _plotting()
     _output(output, "synth plot schedule")
     try:
-        size = parse_size(size_text)
+        size = parse_size(size_text, minimum=1)
     except ValueError as exc:
         raise InputError("synth plot schedule", "--size", size_text, str(exc)) from None
     sched = load_schedule(schedule)
     topo, _ = schedule_topology_arg(sched, schedule, topology)
     verify_or_exit(sched, topo, schedule)
     fig = plot.plot_timeline(sched, topo, size, model=model, color_by=color_by, max_rows=max_rows)
-    plot.save(fig, output, protect=[schedule, topology] if topology else [schedule])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[schedule, topology] if topology else [schedule])
+    click.echo(f"{written.verb} {output}")
 
 
 @plot_group.command("compare", short_help="busbw against size for every method, with the lower bound.")
@@ -113,25 +117,22 @@ def plot_compare_cmd(topology, collective, output, root, size_list, begin, end, 
     """Run `synth compare` over a sweep of sizes (default 8 B to 1 GiB) and draw busbw against
     size for every method, log-log, with the lower bound as a line and the fastest method per size
     range on top."""
-    from synth.compare import compare, default_methods
-
     plot = _plotting()
     _output(output, "synth plot compare")
     topo, source = load_topology_arg(topology)
     kind = parse_kind(collective)
     sizes = _sizes(size_list, begin, end, factor, step)
-    names = _methods(methods)
+    names = _methods(methods, "synth plot compare")
     if root is not None and not 0 <= root < topo.num_ranks:
         raise InputError("synth plot compare", "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
-    total = len(names) if names is not None else len(default_methods(kind))
-    with Progress(total, "compare", quiet=quiet, unit="method") as bar:
-        result = compare(topo, kind, sizes, root=root, methods=names, model=model, progress=bar.step_callback())
+    with Progress(None, "compare", quiet=quiet, unit="candidate") as bar:
+        result = compare(topo, kind, sizes, root=root, methods=names, model=model, progress=bar.count_callback())
     if not any(o.ok for o in result.outcomes):
         reasons = "; ".join(f"{o.method}: {o.note}" for o in result.outcomes)
         raise InputError("synth plot compare", "--methods", methods, f"no method serves {kind.value} on {topo.name} ({reasons})")
     fig = plot.plot_curves(result, nccl=nccl)
-    plot.save(fig, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = plot.save(fig, output, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 @click.command("report", short_help="One self-contained HTML page: topology, every method vs the bound, timelines.")
@@ -150,9 +151,6 @@ def report_cmd(topology, output, collectives, size_list, begin, end, factor, ste
     per collective the fastest method per size range, busbw curves against the lower bound, the
     table of every method at every size, and the event-driven timeline of the fastest schedule at
     a large size."""
-    from synth.fileio import write_text_atomic
-    from synth.report import DEFAULT_KINDS, build_report
-
     _plotting()
     topo, source = load_topology_arg(topology)
     if collectives:
@@ -171,15 +169,17 @@ def report_cmd(topology, output, collectives, size_list, begin, end, factor, ste
     big = None
     if timeline_size is not None:
         try:
-            big = parse_size(timeline_size)
+            big = parse_size(timeline_size, minimum=1)
         except ValueError as exc:
             raise InputError("synth report", "--timeline-size", timeline_size, str(exc)) from None
         if big <= 0:
             raise InputError("synth report", "--timeline-size", timeline_size, "must be positive")
     with Progress(None, "report", quiet=quiet, unit="step") as bar:
-        page = build_report(topo, kinds, sizes=sizes, methods=_methods(methods), model=model, timeline_size=big, progress=bar)
-    write_text_atomic(output, page, protect=[source])
-    click.echo(f"wrote {output}")
+        page = build_report(
+            topo, kinds, sizes=sizes, methods=_methods(methods, "synth report"), model=model, timeline_size=big, progress=bar
+        )
+    written = write_text_atomic(output, page, protect=[source])
+    click.echo(f"{written.verb} {output}")
 
 
 COMMANDS = [plot_group, report_cmd]

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import click
 
-from synth.algorithms import METHODS, make_collective, synthesize
-from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topology_arg, verify_or_exit
+from synth.cli._util import COLLECTIVE_CHOICE, load_located_topology, schedule_topology_arg, verify_or_exit
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
+from synth.exec.schedule_set import save_schedule_set
 from synth.generated import entry_count, regenerate, schedule_filename
+from synth.limits import check_collective_size
 from synth.progress import Progress
+from synth.registry import METHODS, make_collective, synthesize
 from synth.schedule import load_schedule, save_schedule
+from synth.schedule_set_build import build_schedule_set
 from synth.units import parse_sizes
 
 
@@ -69,16 +72,18 @@ def method_options(method: str, seed, seeds, sizes_text) -> dict:
 @click.option("-o", "--output", default=None, help="Schedule file (default: generated/<topology>/<collective>-<method>.json).")
 def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, sizes_text, set_sizes, quiet, output):
     """Synthesize a schedule for a collective on TOPOLOGY (file or built-in name), verify it, write it."""
-    topo, source = load_topology_arg(topology)
+    topo, location = load_located_topology(topology)
+    source = str(location.path)
     kind = parse_kind(collective)
     if set_sizes is not None:
-        _synthesize_set(topo, source, kind, method, root, set_sizes, (chunks, seed, seeds, sizes_text), quiet, output)
+        _synthesize_set(topo, location, kind, method, root, set_sizes, (chunks, seed, seeds, sizes_text), quiet, output)
         return
     try:
         coll = make_collective(topo, kind, method, root, chunks)
     except ValueError as exc:
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
+    check_collective_size(coll, "synth synthesize", "--chunks", chunks)
     options = method_options(method, seed, seeds, sizes_text)
     unit = "candidate" if method == "auto" else "delivery"
     with Progress(None, method, quiet=quiet, unit=unit) as bar:
@@ -97,18 +102,16 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
         k = schedule.collective.chunks_per_piece
         name = schedule_filename(kind, method, coll.root, None if k == default_k else k)
         output = str(Path("generated") / topo.name / name)
-    save_schedule(schedule, output, protect=[source])
-    click.echo(f"wrote {output}")
+    written = save_schedule(schedule, output, protect=[source], topology_source=location.recorded_for(output))
+    click.echo(f"{written.verb} {output}")
     for line in schedule.params.get("explanation", []):
         click.echo(line)
     click.echo(f"verified: {schedule.summary()}")
 
 
-def _synthesize_set(topo, source, kind, method, root, set_sizes, others, quiet, output) -> None:
+def _synthesize_set(topo, location, kind, method, root, set_sizes, others, quiet, output) -> None:
     """``--sizes``: auto's schedule per size range, as a schedule set in the folder ``-o`` names
     (`synth.exec.schedule_set`)."""
-    from synth.exec.schedule_set import build_schedule_set, save_schedule_set
-
     where = "synth synthesize"
     if method != "auto":
         raise InputError(where, "--sizes", set_sizes, "a schedule set is auto's choice per size: add -m auto")
@@ -132,7 +135,7 @@ def _synthesize_set(topo, source, kind, method, root, set_sizes, others, quiet, 
             shown[0] = done
 
         result = build_schedule_set(topo, kind, sizes, root=coll_root, progress=progress)
-    save_schedule_set(result, output, protect=[source])
+    save_schedule_set(result, output, protect=[location.path], topology=location)
     click.echo(f"wrote {output}: {result.describe()}")
     for entry in result.entries:
         click.echo(f"  {entry.describe()}")

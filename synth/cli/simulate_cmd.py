@@ -42,7 +42,7 @@ def sizes_from_options(
     for option, text in (("-b", begin), ("-e", end), ("-i", step)):
         if text is not None:
             try:
-                values[option] = parse_size(text)
+                values[option] = parse_size(text, minimum=1)
             except ValueError as exc:
                 raise InputError(WHERE, option, text, str(exc)) from None
     lo = values.get("-b", values.get("-e"))

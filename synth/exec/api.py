@@ -11,29 +11,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from synth.builtin import builtin_path, get_topology
+from synth.builtin import get_topology, locate_schedule_topology
 from synth.collective import Kind
-from synth.errors import InputError
 from synth.exec import data, mp
 from synth.exec.layout import Layout
 from synth.exec.program import Program
 from synth.schedule import Schedule, load_schedule
-from synth.topology import Topology
+from synth.topology import Topology, load_topology
 from synth.verify import check
 
 
 def resolve_topology(schedule: Schedule, topology: Topology | str | os.PathLike | None = None) -> Topology:
     """The topology to check ``schedule`` against: the one given (object, file or built-in name),
-    else the built-in the schedule names."""
+    else the one the schedule records (`synth.builtin.locate_schedule_topology`)."""
     if isinstance(topology, Topology):
         return topology
     if topology is not None:
         return get_topology(topology)
-    name = schedule.topology_name
-    if not name or not builtin_path(name).is_file():
-        reason = "not a built-in topology; give the topology file (--topology FILE)"
-        raise InputError(schedule.source, "topology.name", name, reason)
-    return get_topology(name)
+    return load_topology(locate_schedule_topology(schedule).path)  # never a path built from a name
 
 
 def verified(schedule: Schedule | str | os.PathLike, topology: Topology | str | os.PathLike | None = None) -> Schedule:

@@ -1,11 +1,9 @@
 """A set of schedules for one collective on one machine, each for a range of call sizes: what a
 training job's communication hook picks from, per bucket (`synth.torch.allreduce_hook`).
 
-`build_schedule_set` asks ``auto`` for the best schedule at each sample size, gives each sample the
-sizes nearest to it on a logarithmic scale (boundaries at the geometric means of neighbours, the
-outer ends at the first and last sample: the rule of ``synth export msccl-set``), and joins
-neighbouring samples that chose the same schedule into one range. Sizes are nccl-tests sizes in
-bytes (FORMATS.md: for allreduce, the one buffer; a DDP bucket's bytes).
+`synth.schedule_set_build.build_schedule_set` makes one from auto's choices over a list of sizes.
+Sizes are nccl-tests sizes in bytes (docs/formats.md: for allreduce, the one buffer; a DDP
+bucket's bytes).
 
 On disk a set is a folder: one schedule file per range and ``index.json``, which says which file
 serves which sizes (``synth synthesize … -m auto --sizes LIST -o FOLDER`` writes one). A single
@@ -15,16 +13,15 @@ schedule file also loads as a set, serving every size.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from synth.builtin import TopologyLocation
 from synth.collective import Kind, parse_kind
 from synth.errors import InputError
 from synth.fileio import write_text_atomic
-from synth.schedule import Schedule, load_schedule, same_transfers, schedule_to_json
-from synth.topology import Topology
+from synth.schedule import Schedule, load_schedule, schedule_to_json
 from synth.units import format_size
 
 SET_FORMAT = "synth-schedule-set"
@@ -103,73 +100,12 @@ class ScheduleSet:
         }
 
 
-def _runs(schedules: Sequence[Schedule]) -> list[tuple[int, int]]:
-    """(first, last) index of each run of neighbouring samples that chose the same schedule."""
-    runs: list[tuple[int, int]] = []
-    for i, schedule in enumerate(schedules):
-        prev = schedules[runs[-1][0]] if runs else None
-        if prev is not None and prev.collective == schedule.collective and same_transfers(prev, schedule):
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    return runs
-
-
-def _boundary(a: int, b: int) -> int:
-    """The first size that is nearer ``b`` than ``a`` on a logarithmic scale."""
-    return max(a + 1, min(b, math.ceil(math.sqrt(a * b))))
-
-
-def sample_ranges(samples: Sequence[int]) -> list[tuple[int, int]]:
-    """[lo, hi] (both included) for each sample (sorted, distinct): the sizes nearest to it on a
-    logarithmic scale, the outer ends at the first and last sample."""
-    out = []
-    for i, size in enumerate(samples):
-        lo = samples[0] if i == 0 else _boundary(samples[i - 1], size)
-        hi = samples[-1] if i == len(samples) - 1 else _boundary(size, samples[i + 1]) - 1
-        out.append((lo, hi))
-    return out
-
-
-def build_schedule_set(
-    topology: Topology,
-    kind: Kind,
-    sizes: Iterable[int],
-    *,
-    root: int | None = None,
-    budget: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> ScheduleSet:
-    """auto's schedule at each of ``sizes`` (bytes), as a set of ranges (see the module docstring)."""
-    from synth.algorithms import synthesize
-
-    samples = sorted(set(sizes))
-    if not samples or samples[0] < 1:
-        raise ValueError(f"need at least one positive size, got {list(sizes)!r}")
-    chosen = []
-    for i, size in enumerate(samples):
-        options: dict = {"sizes": [size]}
-        if budget is not None:
-            options["budget"] = budget
-        chosen.append(synthesize(topology, kind, "auto", root=root, options=options))
-        if progress is not None:
-            progress(i + 1, len(samples))
-    bounds = sample_ranges(samples)
-    entries = []
-    for first, last in _runs(chosen):
-        schedule = chosen[first]
-        lo, hi = bounds[first][0], bounds[last][1]
-        label = "".join(
-            ch if ch.isalnum() or ch in "-_" else "-" for ch in str(schedule.params.get("chosen", "auto")).split("@")[0]
-        )
-        name = f"{kind.value}-{format_size(lo)}-{format_size(hi)}-{label}.json"
-        entries.append(SetEntry(schedule, lo, hi, name, tuple(samples[first : last + 1])))
-    return ScheduleSet(kind, topology.num_ranks, topology.name, tuple(entries))
-
-
-def save_schedule_set(schedules: ScheduleSet, folder: str | Path, *, protect: Iterable[str | Path] = ()) -> list[Path]:
+def save_schedule_set(
+    schedules: ScheduleSet, folder: str | Path, *, protect: Iterable[str | Path] = (), topology: TopologyLocation | None = None
+) -> list[Path]:
     """Write the set into ``folder`` (created if missing): its schedule files, then ``index.json``;
-    returns the paths written. A folder holding files other than this set's own is refused
+    returns the paths written. ``topology``: where the machine's topology was found, recorded in
+    every schedule file as ``topology.source`` (so the set is verified against it when loaded). A folder holding files other than this set's own is refused
     (nothing is written or removed: a stray schedule there would be mistaken for part of the set);
     files of the same names (an earlier run of the same command) are replaced."""
     folder = Path(folder)
@@ -182,7 +118,10 @@ def save_schedule_set(schedules: ScheduleSet, folder: str | Path, *, protect: It
             shown = ", ".join(strangers[:5]) + (" …" if len(strangers) > 5 else "")
             reason = f"already holds {len(strangers)} other file(s) ({shown}); write the set into an empty or new folder"
             raise InputError(str(folder), "output", str(folder), reason)
-    written = [write_text_atomic(folder / e.file, schedule_to_json(e.schedule), protect=protect) for e in schedules.entries]
+    written = []
+    for e in schedules.entries:
+        source = topology.recorded_for(folder / e.file) if topology is not None else None
+        written.append(write_text_atomic(folder / e.file, schedule_to_json(e.schedule, topology_source=source), protect=protect))
     text = json.dumps(schedules.index(), indent=1, sort_keys=True) + "\n"
     written.append(write_text_atomic(folder / INDEX, text, protect=protect))
     return written
@@ -243,8 +182,6 @@ __all__ = [
     "SET_FORMAT",
     "ScheduleSet",
     "SetEntry",
-    "build_schedule_set",
     "load_schedule_set",
-    "sample_ranges",
     "save_schedule_set",
 ]

@@ -12,17 +12,19 @@ not fit in this machine's memory (`check_memory`, which every backend calls befo
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import click
 
-from synth.builtin import builtin_path, get_topology, resolve_topology_path
+from synth.builtin import schedule_topology as builtin_schedule_topology
 from synth.errors import InputError
 from synth.exec import data
 from synth.exec.layout import Layout
 from synth.schedule import Schedule, load_schedule
+from synth.text import printable
 from synth.topology import Topology
-from synth.units import parse_size, parse_sizes, size_range
+from synth.units import check_factor, parse_size, parse_sizes, size_range
 from synth.verify import verify
 
 DEFAULT_MIN, DEFAULT_MAX, DEFAULT_FACTOR = "8", "8M", 4.0
@@ -176,15 +178,13 @@ class RunSettings:
 
 
 def schedule_topology(schedule: Schedule, schedule_path: str, topology: str | None) -> tuple[Topology, str]:
-    """The topology given with ``--topology``, or else the built-in the schedule names; and the
-    path it came from (the ranks of an MPI run load it again)."""
-    if topology is not None:
-        path = resolve_topology_path(topology)
-        return get_topology(str(path)), str(path)
-    name = schedule.topology_name
-    if not name or not builtin_path(name).is_file():
-        raise InputError(schedule_path, "topology.name", name, "not a built-in topology; pass --topology FILE")
-    return get_topology(name), str(builtin_path(name))
+    """The topology given with ``--topology``, or else the one the schedule records
+    (`synth.builtin.schedule_topology`); and the path it came from (the ranks of an MPI run load
+    it again). Which file a recorded source led to is said on stderr."""
+    topo, location = builtin_schedule_topology(schedule, schedule_path, topology)
+    if location.note:
+        print(f"synth: note: {printable(location.note)}", file=sys.stderr)
+    return topo, str(location.path)
 
 
 def _parse_list(option: str, text: str, known: dict, parse) -> list:
@@ -206,14 +206,16 @@ def _parse_list(option: str, text: str, known: dict, parse) -> list:
 def parse_run_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | None, factor: float | None) -> list[int]:
     """``--size LIST`` or nccl-tests' ``-b/-e/-f``; ranges in ``--size`` step by ``-f`` too."""
     factor = DEFAULT_FACTOR if factor is None else factor
-    if factor <= 1:
-        raise InputError("synth run", "--stepfactor", factor, "must be greater than 1")
+    try:
+        check_factor(factor)
+    except ValueError as exc:
+        raise InputError("synth run", "--stepfactor", factor, str(exc)) from None
     if sizes is not None and (minbytes is not None or maxbytes is not None):
         raise InputError("synth run", "--size", sizes, "give either --size or -b/-e, not both")
     try:
         if sizes is None:
-            lo = parse_size(minbytes or DEFAULT_MIN)
-            hi = parse_size(maxbytes) if maxbytes else max(lo, parse_size(DEFAULT_MAX))
+            lo = parse_size(minbytes or DEFAULT_MIN, minimum=1)
+            hi = parse_size(maxbytes, minimum=1) if maxbytes else max(lo, parse_size(DEFAULT_MAX))
             if hi < lo:
                 raise ValueError(f"the largest size {hi} is below the smallest {lo}")
             return size_range(lo, hi, factor)

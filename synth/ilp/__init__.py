@@ -18,12 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from synth.collective import ALL_KINDS, Collective
-from synth.ilp.search import DEFAULT_SIZE, DEFAULT_TIME_LIMIT, IlpOptions, Outcome, describe, solve_collective, sync_time_us
+from synth.ilp.search import DEFAULT_SIZE, DEFAULT_TIME_LIMIT, NAME, IlpOptions, Outcome, describe, solve_collective, sync_time_us
+from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
 
-#: Keyword options the registry passes through to `synthesize` (see `IlpOptions`), plus
+#: Keyword options `Method.synthesize` passes through to `synthesize` (see `IlpOptions`), plus
 #: ``progress`` (a callback), ``stop`` (a threading.Event) and ``on_outcome`` (called with the
 #: `Outcome`: what was proven, the gap, the predicted time).
 OPTION_NAMES = frozenset(IlpOptions.__dataclass_fields__) | {"progress", "stop", "on_outcome"}
@@ -32,7 +33,7 @@ COLLECTIVES = frozenset(ALL_KINDS)
 
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
-    """The ``ilp`` method for the registry: `solve_collective` with `IlpOptions` built from
+    """The ``ilp`` method's build: `solve_collective` with `IlpOptions` built from
     ``options``; the schedule's ``params`` record the objective, steps, status and rounds."""
     progress = options.pop("progress", None)
     stop = options.pop("stop", None)
@@ -43,10 +44,22 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     return outcome.schedule
 
 
+METHOD = Method(
+    name=NAME,
+    summary="exact ILP (HiGHS/CBC): optimal time, rounds or steps for given steps and chunks (synth ilp for options)",
+    family="exact",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=ranks_for_allreduce,
+    options=OPTION_NAMES,
+)
+
 __all__ = [
     "COLLECTIVES",
     "DEFAULT_SIZE",
     "DEFAULT_TIME_LIMIT",
+    "METHOD",
+    "NAME",
     "OPTION_NAMES",
     "IlpOptions",
     "Outcome",

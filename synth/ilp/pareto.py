@@ -35,7 +35,7 @@ from synth.bounds import bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
-from synth.ilp.search import IlpOptions, Outcome, _Budget, _dual, minimum_steps, solve_forward
+from synth.ilp.search import CLASSIC_BASELINES, Budget, IlpOptions, Outcome, dual_outcome, minimum_steps, solve_forward
 from synth.ilp.solve import Progress
 from synth.ilp.symmetry import find_symmetry
 from synth.schedule import Schedule
@@ -131,20 +131,18 @@ def _as_fraction(x: float) -> Fraction:
 
 def _baseline_times(topology: Topology, collective: Collective, sizes: tuple[int, ...]) -> dict[int, tuple[str, float]]:
     """The best classic schedule's time at each size (method name, µs)."""
-    from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
-
     best: dict[int, tuple[str, float]] = {}
-    for method in CLASSIC_METHODS:
-        if not METHODS[method].serves(collective.kind):
+    for method in CLASSIC_BASELINES:
+        if not method.serves(collective.kind):
             continue
-        for chunks in sorted({1, METHODS[method].default_chunks(collective.kind, topology.num_ranks)}):
+        for chunks in sorted({1, method.default_chunks(collective.kind, topology.num_ranks)}):
             try:
-                schedule = synthesize(topology, collective.kind, method, root=collective.root, chunks=chunks)
+                schedule = method.synthesize(topology, collective.kind, root=collective.root, chunks=chunks)
             except (NotApplicable, ValueError):
                 continue
             for result in simulate(schedule, topology, sizes, "sync"):
                 if result.size not in best or result.time_us < best[result.size][1]:
-                    best[result.size] = (method, result.time_us)
+                    best[result.size] = (method.name, result.time_us)
     return best
 
 
@@ -175,7 +173,7 @@ def pareto_frontier(
     forward_kind = DUAL.get(kind, kind)
     topo = topology.reversed() if kind in DUAL else topology
     collective = Collective(forward_kind, topology.num_ranks, 1, reduction.root)
-    budget = _Budget(time_limit, stop)
+    budget = Budget(time_limit, stop)
     group = find_symmetry(topo) if symmetry else None
     unit = float(min(link.bandwidth for link in topo.links))
     lb = _rounds_bound(topo, collective, unit)
@@ -253,7 +251,7 @@ def pareto_frontier(
                 break
         if best_here is not None and best_here.rounds / best_here.chunks < best_rpc - eps:
             if kind in DUAL:
-                best_here.outcome = _dual(best_here.outcome, reduction.with_chunks(best_here.chunks), topology)
+                best_here.outcome = dual_outcome(best_here.outcome, reduction.with_chunks(best_here.chunks), topology)
             points.append(best_here)
             best_rpc = best_here.rounds / best_here.chunks
         if best_rpc <= lb + eps:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from synth.algorithms import binomial, direct, recursive_doubling, recursive_halving, ring, scatter_allgather
 from synth.bounds import BoundModel, bound_model
 from synth.bounds.latency import latency_facts
 from synth.collective import DUAL, Collective, Kind
@@ -47,7 +48,18 @@ from synth.topology import Topology, topologies_equal
 from synth.transform import concat, dual_reduction
 from synth.verify import check
 
-METHOD = "ilp"
+NAME = "ilp"
+
+#: The classic methods (the registry's ``classic`` family, in its order): warm starts of the
+#: solver and the baselines of the Pareto walk.
+CLASSIC_BASELINES = (
+    ring.METHOD,
+    direct.METHOD,
+    binomial.METHOD,
+    recursive_doubling.METHOD,
+    recursive_halving.METHOD,
+    scatter_allgather.METHOD,
+)
 
 #: The size the time objective optimizes for when none is given (nccl-tests bytes).
 DEFAULT_SIZE = 1 << 20
@@ -160,7 +172,7 @@ class Outcome:
         return max(0.0, self.objective - self.bound) / max(abs(self.objective), 1e-12)
 
 
-class _Budget:
+class Budget:
     """The call's shared deadline and stop flag."""
 
     def __init__(self, time_limit: float | None, stop: threading.Event | None):
@@ -179,7 +191,8 @@ class _Budget:
 
 # ============================================================================= step-synchronous cost
 def sync_time_us(schedule: Schedule, topology: Topology, size: float) -> float:
-    """FORMATS.md step-synchronous time (µs) of ``schedule`` at ``size`` bytes (synth.simulate)."""
+    """Step-synchronous time (µs; docs/formats.md, 'Step-synchronous cost') of ``schedule`` at
+    ``size`` bytes (synth.simulate)."""
     return simulate(schedule, topology, [int(size)], "sync")[0].time_us
 
 
@@ -214,7 +227,7 @@ def _cleanup(transfers: list[tuple[int, int, int, int, tuple[int, ...]]], collec
 
 
 def _build_schedule(topology: Topology, collective: Collective, steps: list, num_steps: int, params: dict[str, Any]) -> Schedule:
-    builder = ScheduleBuilder(collective, topology, METHOD, params)
+    builder = ScheduleBuilder(collective, topology, NAME, params)
     names = topology.node_name
     per_step: list[list] = [[] for _ in range(num_steps)]
     for s, src, dst, c, via, op in steps:
@@ -227,14 +240,12 @@ def _build_schedule(topology: Topology, collective: Collective, steps: list, num
 
 def _baselines(topology: Topology, collective: Collective) -> list[Schedule]:
     """Classic schedules of the same collective and chunking (warm-start candidates)."""
-    from synth.algorithms import CLASSIC_METHODS, METHODS, synthesize
-
     out = []
-    for method in CLASSIC_METHODS:
-        if not METHODS[method].serves(collective.kind):
+    for method in CLASSIC_BASELINES:
+        if not method.serves(collective.kind):
             continue
         try:
-            out.append(synthesize(topology, collective.kind, method, root=collective.root, chunks=collective.chunks_per_piece))
+            out.append(method.synthesize(topology, collective.kind, root=collective.root, chunks=collective.chunks_per_piece))
         except (NotApplicable, ValueError):
             continue
     return out
@@ -246,12 +257,12 @@ def solve_forward(
     options: IlpOptions,
     *,
     progress: Callable[[Progress], bool | None] | None = None,
-    budget: _Budget | None = None,
+    budget: Budget | None = None,
     group: SymmetryGroup | None = None,
     warm: list[Schedule] | None = None,
 ) -> Outcome:
     """A non-reduction collective solved directly (see `solve_collective`)."""
-    budget = budget or _Budget(options.time_limit, None)
+    budget = budget or Budget(options.time_limit, None)
     if topology.num_ranks < 2:
         raise NotApplicable("the ilp method needs at least 2 ranks")
     if group is None:
@@ -312,7 +323,7 @@ def _search(
     starts: list[Schedule],
     waves: int,
     bm: BoundModel,
-    budget: _Budget,
+    budget: Budget,
     progress: Callable[[Progress], bool | None] | None,
 ) -> Outcome:
     """Solve the models ``build(steps)`` for the step counts to try and keep the best outcome."""
@@ -386,7 +397,7 @@ def _search(
     return best
 
 
-def _share(budget: _Budget, left: int, have_schedule: bool) -> float | None:
+def _share(budget: Budget, left: int, have_schedule: bool) -> float | None:
     """The time a solve may take: once a schedule is in hand, the rest of the budget is shared
     evenly by the step counts still to try, so a hard one cannot starve the others; before
     that, all of it."""
@@ -500,7 +511,7 @@ def solve_collective(
     of chunks), the steps objective then minimising time.
     """
     options = options or IlpOptions()
-    budget = _Budget(options.time_limit, stop)
+    budget = Budget(options.time_limit, stop)
     kind = collective.kind
     if kind in DUAL:
         forward = solve_forward(
@@ -510,7 +521,7 @@ def solve_collective(
             progress=progress,
             budget=budget,
         )
-        return _dual(forward, collective, topology)
+        return dual_outcome(forward, collective, topology)
     if kind is Kind.ALLREDUCE:
         return _allreduce(topology, collective, options, budget, progress)
     return solve_forward(topology, collective, options, progress=progress, budget=budget)
@@ -520,7 +531,7 @@ def _allreduce(
     topology: Topology,
     collective: Collective,
     options: IlpOptions,
-    budget: _Budget,
+    budget: Budget,
     progress: Callable[[Progress], bool | None] | None,
 ) -> Outcome:
     """Allreduce as reduce-scatter then allgather ("composed", k a multiple of R), with the direct
@@ -586,7 +597,7 @@ def _composed_allreduce(
     topology: Topology,
     collective: Collective,
     options: IlpOptions,
-    budget: _Budget,
+    budget: Budget,
     progress: Callable[[Progress], bool | None] | None,
 ) -> Outcome:
     """Reduce-scatter then allgather, each solved with ``options`` (steps per phase)."""
@@ -595,9 +606,9 @@ def _composed_allreduce(
     allgather = Collective(Kind.ALLGATHER, r, per_piece)
     ag = solve_forward(topology, allgather, options, progress=progress, budget=budget)
     if topologies_equal(topology, topology.reversed()):
-        rs = _dual(ag, Collective(Kind.REDUCE_SCATTER, r, per_piece), topology)  # same machine both ways
+        rs = dual_outcome(ag, Collective(Kind.REDUCE_SCATTER, r, per_piece), topology)  # same machine both ways
     else:
-        rs = _dual(
+        rs = dual_outcome(
             solve_forward(topology.reversed(), allgather, options, progress=progress, budget=budget),
             Collective(Kind.REDUCE_SCATTER, r, per_piece),
             topology,
@@ -607,7 +618,7 @@ def _composed_allreduce(
         "reduce_scatter": dict(rs.schedule.params),
         "allgather": dict(ag.schedule.params),
     }
-    schedule = concat([rs.schedule, ag.schedule], collective, METHOD, params)
+    schedule = concat([rs.schedule, ag.schedule], collective, NAME, params)
     check(schedule, topology)
     status = "optimal" if rs.status == ag.status == "optimal" else "feasible"
     time_us = sync_time_us(schedule, topology, options.size)
@@ -629,12 +640,12 @@ def _composed_allreduce(
     )
 
 
-def _dual(forward: Outcome, reduction: Collective, topology: Topology) -> Outcome:
+def dual_outcome(forward: Outcome, reduction: Collective, topology: Topology) -> Outcome:
     """The reduction dual to a forward schedule solved on the reversed topology; it costs the
     same (every link's load moves to its reverse, which has the same bandwidth and α)."""
     params = dict(forward.schedule.params)
     params["dual_of"] = forward.schedule.collective.kind.value
-    schedule = dual_reduction(forward.schedule, reduction, METHOD, params)
+    schedule = dual_reduction(forward.schedule, reduction, NAME, params)
     check(schedule, topology)
     return replace(forward, schedule=schedule)
 

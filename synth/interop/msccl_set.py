@@ -29,6 +29,7 @@ from synth.fileio import write_text_atomic
 from synth.interop.msccl_export import ExportResult, export_msccl
 from synth.interop.msccl_sizes import declared_range, sample_ranges
 from synth.interop.msccl_xml import COLL_NAMES, algo_to_xml
+from synth.registry import synthesize
 from synth.schedule import Schedule, same_transfers
 from synth.topology import Topology
 from synth.units import format_size
@@ -47,8 +48,7 @@ def choose_per_size(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Schedule]:
     """auto's schedule at each size: the only place this module asks the method registry for
-    schedules (re-point it here when the registry changes)."""
-    from synth.algorithms import synthesize
+    schedules."""
 
     chosen = []
     for i, size in enumerate(sizes):

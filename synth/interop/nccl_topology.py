@@ -69,7 +69,9 @@ from pathlib import Path
 from xml.parsers import expat
 
 from synth.errors import InputError
-from synth.generators import _Doc
+from synth.fileio import read_text_file
+from synth.generators import TopologyDoc
+from synth.routing import ring_order, router_for
 from synth.topology import Topology
 
 PCIE_LATENCY = 0.5
@@ -724,7 +726,7 @@ def import_nccl_topology_text(
         desc = desc[:-1] + "; NVLink only: PCIe, CPUs and NICs left out."
         host.switches, host.links, host.nics, host.cpus = [], [], [], []
         cpu_links = []
-    doc = _Doc(topo_name, desc)
+    doc = TopologyDoc(topo_name, desc)
     net_switches: list[str] = []
     if hosts > 1:
         if network == "single":
@@ -778,19 +780,7 @@ def import_nccl_topology_text(
 def import_nccl_topology(path: str | Path, **kwargs) -> NcclTopologyImport:
     """Read an NCCL topology file (see `import_nccl_topology_text`); at most `MAX_XML_BYTES` are read."""
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_XML_BYTES + 1)
-        if len(data) > MAX_XML_BYTES:
-            reason = f"larger than {MAX_XML_BYTES >> 20} MiB: not an NCCL topology dump (those are kilobytes)"
-            raise InputError(str(path), "", None, reason, show_value=False)
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", None, "no such file", show_value=False) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
+    text = read_text_file(path, limit=MAX_XML_BYTES, what="an NCCL topology dump (those are kilobytes)")
     return import_nccl_topology_text(text, str(path), **kwargs)
 
 
@@ -843,8 +833,6 @@ class TopologyFigures:
 
 def topology_figures(topology: Topology) -> TopologyFigures:
     """`TopologyFigures` of a topology."""
-    from synth.routing import ring_order, router_for
-
     router = router_for(topology)
     n = topology.num_ranks
     pairs = []

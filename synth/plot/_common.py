@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from synth.errors import InputError
-from synth.fileio import write_bytes_atomic
+from synth.fileio import Written, write_bytes_atomic
 from synth.units import format_size
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def freeze_layout(fig: Figure) -> None:
         fig.set_layout_engine("none")
 
 
-def save(fig: Figure, path: str | Path, *, dpi: int = DEFAULT_DPI, protect: Iterable[str | Path] = ()) -> Path:
+def save(fig: Figure, path: str | Path, *, dpi: int = DEFAULT_DPI, protect: Iterable[str | Path] = ()) -> Written:
     """Write the figure to ``path`` as PNG or SVG (by its extension), atomically and never over one
     of ``protect`` (the command's inputs)."""
     return write_bytes_atomic(path, render(fig, image_format(path), dpi=dpi), protect=protect)

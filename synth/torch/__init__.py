@@ -14,8 +14,9 @@ Importing ``synth`` never imports torch; importing this package does. See docs/t
 
 from __future__ import annotations
 
-from synth.exec.schedule_set import ScheduleSet, build_schedule_set, load_schedule_set, save_schedule_set
+from synth.exec.schedule_set import ScheduleSet, load_schedule_set, save_schedule_set
 from synth.exec.torch_backend.executor import Executor
+from synth.schedule_set_build import build_schedule_set
 from synth.torch.collectives import (
     Completed,
     all_gather_into_tensor,

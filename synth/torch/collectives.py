@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from synth.collective import Kind
 from synth.exec.layout import parts_in_size
-from synth.exec.schedule_set import ScheduleSet, load_schedule_set
+from synth.exec.schedule_set import ANY_SIZE, ScheduleSet, SetEntry, load_schedule_set
 from synth.exec.torch_backend.executor import Executor, op_name
 from synth.schedule import Schedule
 
@@ -81,8 +81,6 @@ def schedule_set(schedule) -> ScheduleSet:
     if isinstance(schedule, ScheduleSet):
         return schedule
     if isinstance(schedule, Schedule):
-        from synth.exec.schedule_set import ANY_SIZE, SetEntry
-
         c = schedule.collective
         return ScheduleSet(c.kind, c.num_ranks, schedule.topology_name, (SetEntry(schedule, 0, ANY_SIZE, schedule.source),))
     if isinstance(schedule, str | os.PathLike):

@@ -35,7 +35,8 @@ from itertools import pairwise
 import networkx as nx
 import numpy as np
 
-from synth.routing import _mix
+from synth.bounds.latency import hop_distances
+from synth.routing import tie_break_hash
 from synth.topology import Topology
 
 #: A switch component with at most this many (sender, receiver) rank pairs gets every pair.
@@ -109,8 +110,6 @@ class PathChannels:
         cached = self.__dict__.get("_hops")
         if cached is not None:
             return cached
-        from synth.bounds.latency import hop_distances
-
         r = self.topology.num_ranks
         adjacency = np.zeros((r, r), dtype=bool)
         adjacency[self.src, self.dst] = True
@@ -278,7 +277,7 @@ class _Component:
         node = exit_
         while node != base:
             options = self._closer(base, node)
-            node = options[_mix(a, b, len(back)) % len(options)] if len(options) > 1 else options[0]
+            node = options[tie_break_hash(a, b, len(back)) % len(options)] if len(options) > 1 else options[0]
             back.append(node)
         return chain[:-1] + tuple(reversed(back))
 

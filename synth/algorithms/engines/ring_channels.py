@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.routing import Router, _hamiltonian_cycle, ring_order, router_for
+from synth.routing import Router, hamiltonian_cycle, ring_order, router_for
 from synth.schedule import Schedule, ScheduleBuilder
 from synth.topology import Topology
 
@@ -254,7 +254,7 @@ def pack_rings(
                     adj[i][j] = width + float(np.min(bw[links])) * 1e-6
             if any(not a for a in adj):
                 break
-            cycle = _hamiltonian_cycle(n, adj, _PACK_BUDGET)
+            cycle = hamiltonian_cycle(n, adj, _PACK_BUDGET)
             if cycle is None:
                 break
             ring = [ranks[i] for i in cycle]

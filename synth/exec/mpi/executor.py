@@ -37,6 +37,7 @@ import numpy as np
 
 from synth.collective import Kind
 from synth.exec import data
+from synth.exec.api import verified
 from synth.exec.faults import ExecutionError, Progress, fault_from_env, phase_of
 from synth.exec.layout import Layout
 from synth.exec.program import RECV, SEND, Program
@@ -345,8 +346,6 @@ def _address(buf: np.ndarray | None) -> tuple[int, int] | None:
 
 def _verified_program(schedule: Schedule, topology=None) -> Program:
     """The schedule's `Program`, after checking it against its topology (refused if invalid)."""
-    from synth.exec.api import verified
-
     return Program(verified(schedule, topology))
 
 

@@ -24,6 +24,7 @@ import struct
 import sys
 import time
 
+from synth.exec.faults import signal_name
 from synth.exec.mpi.board import ENDED, ENDED_AT, PID, row_offset
 
 _PR_SET_PDEATHSIG = 1
@@ -118,8 +119,6 @@ def _end_like(status: int) -> None:
 def wait_status_words(ended: int) -> str:
     """How a rank ended, from its keeper's record (1 + the wait status): "was killed by SIGKILL",
     "exited with code 3"."""
-    from synth.exec.faults import signal_name
-
     status = ended - 1
     if os.WIFSIGNALED(status):
         return f"was killed by {signal_name(os.WTERMSIG(status))}"

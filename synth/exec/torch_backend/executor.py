@@ -38,6 +38,7 @@ import torch.distributed as dist
 
 from synth.collective import Kind
 from synth.exec import data
+from synth.exec.api import verified
 from synth.exec.faults import ExecutionError, Progress, describe_exception, fault_from_env, phase_of
 from synth.exec.layout import Layout
 from synth.exec.program import RECV, Program
@@ -582,8 +583,6 @@ def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _verified_program(schedule: Schedule, topology=None) -> Program:
     """The schedule's `Program`, after checking it against its topology (refused if it is invalid
     or was made for another topology)."""
-    from synth.exec.api import verified
-
     return Program(verified(schedule, topology))
 
 
