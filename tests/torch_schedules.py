@@ -6,15 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from synth import generators as gen
-from synth.registry import synthesize
 from synth.collective import ALL_KINDS, Kind
 from synth.errors import NotApplicable
 from synth.fileio import write_text_atomic
+from synth.registry import synthesize
 from synth.schedule import save_schedule
 from synth.topology import load_topology, topology_to_json
 
 #: methods quick enough to synthesize in a test, each a different shape of schedule
-QUICK_METHODS = ("ring", "direct", "binomial", "recursive-doubling", "recursive-halving", "scatter-allgather", "double-binary-tree")
+QUICK_METHODS = (
+    "ring",
+    "direct",
+    "binomial",
+    "recursive-doubling",
+    "recursive-halving",
+    "scatter-allgather",
+    "double-binary-tree",
+)
 
 
 def topology_file(folder: Path, family: str, r: int):

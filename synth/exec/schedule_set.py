@@ -105,9 +105,11 @@ def save_schedule_set(
 ) -> list[Path]:
     """Write the set into ``folder`` (created if missing): its schedule files, then ``index.json``;
     returns the paths written. ``topology``: where the machine's topology was found, recorded in
-    every schedule file as ``topology.source`` (so the set is verified against it when loaded). A folder holding files other than this set's own is refused
-    (nothing is written or removed: a stray schedule there would be mistaken for part of the set);
-    files of the same names (an earlier run of the same command) are replaced."""
+    every schedule file as ``topology.source`` (so the set is verified against it when loaded).
+
+    A folder holding files other than this set's own is refused (nothing is written or removed: a
+    stray schedule there would be mistaken for part of the set); files of the same names (an
+    earlier run of the same command) are replaced."""
     folder = Path(folder)
     names = {e.file for e in schedules.entries} | {INDEX}
     if folder.exists() and not folder.is_dir():
