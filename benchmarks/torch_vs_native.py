@@ -1,6 +1,6 @@
 """synth's schedules inside torch.distributed against PyTorch's own collectives, in one run.
 
-    python benchmarks/torch_vs_native.py [--ranks 4] [--rounds 7] [--readme]
+    .venv/bin/python benchmarks/torch_vs_native.py [--ranks 4] [--rounds 7]
 
 Starts ``--ranks`` processes (gloo on the CPU, meeting through a file) that measure, on the same
 process group:
@@ -8,14 +8,17 @@ process group:
 - allreduce of 8 B and of 64 MiB of float32: synth's ring allreduce (``synth.torch.all_reduce``,
   in place) against ``dist.all_reduce``; time per call (slowest rank), algbw = size / time;
 - a small MLP trained for 20 steps with DistributedDataParallel, plain and with synth's
-  communication hook (one ring schedule for every bucket size): time per step, and the largest
-  difference between the two models' parameters.
+  communication hook: time per step, and the largest difference between the two models'
+  parameters. The hook's schedules are a schedule set made as a user makes one for their machine
+  (`schedule_set`: auto's choice per size on the machine the ranks run on, R processes on one host
+  that reach each other directly over loopback).
 
 Every figure is the median over ``--rounds`` rounds, each round timing ours and theirs back to
 back (alternating which goes first), so that the load of a shared machine falls on both alike;
 the ratios come from the same run. Results are checked: the allreduce outputs against each other,
-the parameters within float32 tolerance. With ``--readme`` the table replaces the part of
-benchmarks/README.md between its ``torch-vs-native`` markers.
+the parameters within float32 tolerance. A run of the default set records its output and figures
+in benchmarks/results/torch_vs_native.json (``benchmarks/readme_figures.py --write`` puts them in
+the READMEs).
 """
 
 from __future__ import annotations
@@ -31,9 +34,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import Capture, record
+
+from synth import generators
+from synth.builtin import locate_topology
+from synth.collective import Kind
+from synth.exec.schedule_set import save_schedule_set
+from synth.schedule_set_build import build_schedule_set
+from synth.topology import topology_to_json
+
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "benchmarks" / "README.md"
-BEGIN, END = "<!-- torch-vs-native:begin -->", "<!-- torch-vs-native:end -->"
 
 
 # ============================================================================ one rank
@@ -43,7 +53,6 @@ def _rank(out: str, rounds: int) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     import synth.torch as st
-    from synth import generators
     from synth.registry import synthesize
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -87,8 +96,11 @@ def _rank(out: str, rounds: int) -> None:
                 ours_t.fill_(1.0)
                 theirs_t.fill_(1.0)
                 times[name].append(timed(fn, iters))
-        results[f"allreduce {size}"] = {"ours_us": [x * 1e6 for x in times["ours"]], "theirs_us": [x * 1e6 for x in times["theirs"]],
-                                        "same_result": same}  # fmt: skip
+        results[f"allreduce {size}"] = {
+            "ours_us": [x * 1e6 for x in times["ours"]],
+            "theirs_us": [x * 1e6 for x in times["theirs"]],
+            "same_result": same,
+        }
 
     def model():
         torch.manual_seed(0)
@@ -111,7 +123,8 @@ def _rank(out: str, rounds: int) -> None:
             opt.step()
         return [p.detach().clone() for p in net.parameters()], slowest((time.perf_counter() - begin) / steps)
 
-    hook = st.allreduce_hook(ring, topology=topology)
+    folder = os.path.dirname(out)
+    hook = st.allreduce_hook(os.path.join(folder, "set"), topology=os.path.join(folder, "machine.json"))
     train(None, 3)
     train(hook, 3)
     steps: dict[str, list[float]] = {"plain": [], "hook": []}
@@ -124,15 +137,33 @@ def _rank(out: str, rounds: int) -> None:
             params[name], seconds = train(h)
             steps[name].append(seconds)
         diff = max(diff, max(float((a - b).abs().max()) for a, b in zip(params["plain"], params["hook"])))
-    results["ddp"] = {"plain_ms": [x * 1e3 for x in steps["plain"]], "hook_ms": [x * 1e3 for x in steps["hook"]], "max_diff": diff,
-                      "parameters": sum(p.numel() for p in model().parameters())}  # fmt: skip
+    results["ddp"] = {
+        "plain_ms": [x * 1e3 for x in steps["plain"]],
+        "hook_ms": [x * 1e3 for x in steps["hook"]],
+        "max_diff": diff,
+        "parameters": sum(p.numel() for p in model().parameters()),
+    }
     if rank == 0:
         Path(out).write_text(json.dumps(results))
 
 
 # ============================================================================ the launcher
+def schedule_set(ranks: int, folder: str) -> str:
+    """The DDP hook's schedules, as a user makes them for their machine: R processes on one host
+    talk over loopback, every pair directly (a fully connected machine of R ranks); auto's choice
+    at 64 KiB, 1 MiB and 16 MiB, written as a schedule set (what ``synth synthesize … -m auto
+    --sizes`` writes). Returns what the set holds."""
+    machine = generators.fully_connected(ranks)
+    path = Path(folder) / "machine.json"
+    path.write_text(topology_to_json(machine))
+    made = build_schedule_set(machine, Kind.ALLREDUCE, [64 << 10, 1 << 20, 16 << 20])
+    save_schedule_set(made, Path(folder) / "set", topology=locate_topology(str(path)))
+    return "; ".join(e.describe() for e in made.entries)
+
+
 def run(ranks: int, rounds: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="synth-bench-torch-") as folder:
+        chosen = schedule_set(ranks, folder)
         out = os.path.join(folder, "out.json")
         procs = []
         for rank in range(ranks):
@@ -142,7 +173,11 @@ def run(ranks: int, rounds: int) -> dict:
         codes = [p.wait() for p in procs]
         if any(codes):
             raise SystemExit(f"a rank failed: exit codes {codes}")
-        return json.loads(Path(out).read_text())
+        return {**json.loads(Path(out).read_text()), "hook_set": chosen}
+
+
+def _join(values: list[float], digits: int) -> str:
+    return ", ".join(f"{x:.{digits}f}" for x in values)
 
 
 def table(r: dict) -> list[str]:
@@ -150,6 +185,8 @@ def table(r: dict) -> list[str]:
     lines = [
         f"{r['ranks']} ranks, gloo on the CPU, torch {r['torch']}; median of {len(r['ddp']['hook_ms'])} alternating rounds;"
         f" load average {r['load']:.1f} when it started (2-core machine shared with other engineers)",
+        "",
+        f"allreduce: synth's ring schedule for a ring of {r['ranks']}; DDP hook's schedule set: {r['hook_set']}",
         "",
         "| measurement | synth | PyTorch | ratio | target |",
         "|---|---|---|---|---|",
@@ -166,8 +203,8 @@ def table(r: dict) -> list[str]:
     d = r["ddp"]
     p_ms, h_ms = med(d["plain_ms"]), med(d["hook_ms"])
     lines.append(
-        f"| DDP, MLP of {d['parameters']} parameters, 20 steps: time per step | {h_ms:.1f} ms | {p_ms:.1f} ms | {h_ms / p_ms:.2f} x"
-        " | <= 1.2 x |"
+        f"| DDP, MLP of {d['parameters']} parameters, 20 steps: time per step | {h_ms:.1f} ms | {p_ms:.1f} ms"
+        f" | {h_ms / p_ms:.2f} x | <= 1.2 x |"
     )
     lines += [
         "",
@@ -176,18 +213,43 @@ def table(r: dict) -> list[str]:
         "",
         "Every round's figures (us per call; ms per step):",
         "",
-        f"- allreduce 8 B: synth {', '.join(f'{x:.0f}' for x in small['ours_us'])}; PyTorch {', '.join(f'{x:.0f}' for x in small['theirs_us'])}",
-        f"- allreduce 64 MiB: synth {', '.join(f'{x:.0f}' for x in big['ours_us'])}; PyTorch {', '.join(f'{x:.0f}' for x in big['theirs_us'])}",
-        f"- DDP step: hook {', '.join(f'{x:.1f}' for x in d['hook_ms'])}; plain {', '.join(f'{x:.1f}' for x in d['plain_ms'])}",
+        f"- allreduce 8 B: synth {_join(small['ours_us'], 0)}; PyTorch {_join(small['theirs_us'], 0)}",
+        f"- allreduce 64 MiB: synth {_join(big['ours_us'], 0)}; PyTorch {_join(big['theirs_us'], 0)}",
+        f"- DDP step: hook {_join(d['hook_ms'], 1)}; plain {_join(d['plain_ms'], 1)}",
     ]
     return lines
+
+
+def figures(r: dict, wall_s: float) -> dict:
+    """What results/torch_vs_native.json records: the medians and the target ratios."""
+    med = statistics.median
+    small, big, d = r["allreduce 8"], r[f"allreduce {64 << 20}"], r["ddp"]
+    return {
+        "ranks": r["ranks"],
+        "torch": r["torch"],
+        "load_before": round(r["load"], 2),
+        "rounds": len(d["hook_ms"]),
+        "median_us": {
+            "8 synth": round(med(small["ours_us"]), 2),
+            "8 dist.all_reduce": round(med(small["theirs_us"]), 2),
+            "67108864 synth": round(med(big["ours_us"]), 2),
+            "67108864 dist.all_reduce": round(med(big["theirs_us"]), 2),
+        },
+        "latency_over_native_8b": round(med(small["ours_us"]) / med(small["theirs_us"]), 4),
+        "algbw_over_native_64mib": round(med(big["theirs_us"]) / med(big["ours_us"]), 4),
+        "ddp_step_ms": {"plain": round(med(d["plain_ms"]), 3), "hook": round(med(d["hook_ms"]), 3)},
+        "ddp_step_over_plain": round(med(d["hook_ms"]) / med(d["plain_ms"]), 4),
+        "ddp_max_param_diff": d["max_diff"],
+        "ddp_parameters": d["parameters"],
+        "same_results": bool(small["same_result"] and big["same_result"]),
+        "wall_s": round(wall_s, 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="synth.torch against PyTorch's own collectives (gloo, CPU).")
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--readme", action="store_true", help="write the table into benchmarks/README.md")
     parser.add_argument("--rank-of", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_of is not None:
@@ -204,18 +266,14 @@ def main() -> None:
         dist.destroy_process_group()
         return
     started = time.monotonic()
-    lines = table(run(args.ranks, args.rounds))
-    lines.append(f"\n(`python benchmarks/torch_vs_native.py --ranks {args.ranks} --rounds {args.rounds}`, {time.monotonic() - started:.0f} s)")
-    text = "\n".join(lines)
-    print(text)
-    if args.readme:
-        readme = README.read_text()
-        if BEGIN in readme:
-            head, rest = readme.split(BEGIN, 1)
-            readme = head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1]
-        else:
-            readme = readme.rstrip("\n") + "\n\n## synth.torch against PyTorch's own collectives\n\n" + BEGIN + "\n" + text + "\n" + END + "\n"
-        README.write_text(readme)
+    measured = run(args.ranks, args.rounds)
+    wall = time.monotonic() - started
+    with Capture() as out:
+        for line in table(measured):
+            print(line)
+        print(f"wall time {wall:.0f} s")
+    if (args.ranks, args.rounds) == (4, 7):  # the default set: recorded
+        record("torch_vs_native", ".venv/bin/python benchmarks/torch_vs_native.py", out.text, figures(measured, wall))
 
 
 if __name__ == "__main__":
