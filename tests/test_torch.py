@@ -81,7 +81,7 @@ def test_refusals_mismatches_async_and_fallback(tmp_path):
     """A schedule for another rank count or topology, the wrong collective, operators torch
     refuses: each refused before any message (and the group still works after); ranks calling
     different schedules or shapes get an error each, no hang; a size the set does not cover runs
-    torch's own all_reduce, said once."""
+    torch's own all_reduce, said once; a call shape is compiled once, whatever the tensors."""
     (path, topo), *_ = schedules(tmp_path, 2, kinds=[Kind.ALLREDUCE], methods=("ring",), families=("ring",))
     (other_world, _), *_ = schedules(tmp_path, 3, kinds=[Kind.ALLREDUCE], methods=("ring",), families=("ring",))
     other_topo = tmp_path / "slow-ring2.json"  # the same ranks and links, another bandwidth
@@ -92,6 +92,7 @@ def test_refusals_mismatches_async_and_fallback(tmp_path):
         ["refusals", {"schedule": path, "topology": topo, "other_world": other_world, "other_topology": str(other_topo)}],
         ["uneven_count", {"schedule": path, "topology": topo}],
         ["async_and_fallback", {"schedule_set": str(limited), "topology": topo}],
+        ["compiled_once", {"schedule": path, "topology": topo}],
     ]
     result = run_job(2, "several", tmp_path, checks=checks)
     said = result["refusals"]
@@ -102,6 +103,7 @@ def test_refusals_mismatches_async_and_fallback(tmp_path):
         assert said[name].startswith("ValueError"), (name, said[name])
     assert said["after"] == "3.0"
     assert "call a different schedule or shape" in result["uneven_count"]["error"]
+    assert result["compiled_once"] == {"one shape": 1, "three shapes": 3, "a": 2.0**5, "b": 2.0, "r": 2}
     fallback = result["async_and_fallback"]
     assert fallback["done"] and fallback["sum"] == 2.0 and fallback["big"] == 2.0
     assert len(fallback["warnings"]) == 1 and "using torch.distributed.all_reduce" in fallback["warnings"][0]

@@ -359,3 +359,19 @@ def several(checks: list[list]) -> dict:
     """Several checks in one job ([name, arguments] each; one start-up of R processes instead of
     several): each one's result by name."""
     return {name: globals()[name](**args) for name, args in checks}
+
+
+def compiled_once(schedule: str, topology: str) -> dict:
+    """Calls on the same and on other tensors of one shape and data type share one compiled plan;
+    another data type or count compiles another."""
+    loaded = load_schedule(schedule)
+    r = dist.get_world_size()
+    a, b = torch.ones(1000), torch.ones(1000)
+    for _ in range(5):
+        st.all_reduce(a, schedule=loaded, topology=topology)
+    st.all_reduce(b, schedule=loaded, topology=topology)
+    ex = st.executor(loaded, topology=topology)
+    after_one_shape = ex.compiled
+    st.all_reduce(torch.ones(1000, dtype=torch.float64), schedule=loaded, topology=topology)
+    st.all_reduce(torch.ones(999), schedule=loaded, topology=topology)
+    return {"one shape": after_one_shape, "three shapes": ex.compiled, "a": float(a[0]), "b": float(b[0]), "r": r}

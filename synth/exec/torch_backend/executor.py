@@ -427,6 +427,12 @@ class Executor:
     def kind(self) -> Kind:
         return self.schedule.collective.kind
 
+    @property
+    def compiled(self) -> int:
+        """How many call shapes (element count, data type, in place or not) this rank has compiled
+        a plan for: each once, however many calls and tensors use it."""
+        return len(self._plans)
+
     def layout(self, count: int, dtype: torch.dtype) -> Layout:
         return Layout(self.schedule.collective, layout_dtype(dtype), count)
 
