@@ -230,8 +230,12 @@ def _torch_vs_native(r: Results) -> str:
         f"our ring allreduce reaches {t['algbw_over_native_64mib']:.2f} × `dist.all_reduce`'s algbw at 64 MiB of float32 and "
         f"takes {t['latency_over_native_8b']:.2f} × its latency at 8 B; DDP with the hook takes "
         f"{t['ddp_step_over_plain']:.2f} × plain DDP's time per step, with "
-        + ("the same parameters" if t["ddp_max_param_diff"] == 0 else f"parameters within {t['ddp_max_param_diff']:.1e}")
-        + f" as plain DDP{_under_load(t['load_before'])}"
+        + (
+            "the same parameters as plain DDP"
+            if t["ddp_max_param_diff"] == 0
+            else f"parameters within {t['ddp_max_param_diff']:.1e} of plain DDP's"
+        )
+        + _under_load(t["load_before"])
     )
 
 
