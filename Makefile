@@ -9,12 +9,30 @@ LOCK   := requirements.lock
 # installs: adding an extra is adding its name here, then `make lock`.
 EXTRAS := dev mpi plot
 
+# The torch extra has a lock of its own, requirements-torch.lock (compiled by make lock from requirements-torch.in,
+# on top of requirements.lock's pins): PyTorch's CPU build, torch==2.13.0+cpu, for CPython 3.11 on Linux x86-64
+# (about 190 MB to download, 0.75 GB installed; the CUDA build PyPI serves brings about 5 GB of CUDA libraries).
+# The CPU wheel comes from download.pytorch.org/whl/cpu, or from /opt/wheels where a machine keeps it (the same
+# file: its SHA-256 is the one in the lock). Elsewhere make setup skips torch and says so; the tests that need it
+# skip, naming `pip install 'synth[torch]'`.
+TORCH_LOCK  := requirements-torch.lock
+TORCH_WHEELS := /opt/wheels
+TORCH_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_SOURCE = $(if $(wildcard $(TORCH_WHEELS)/torch-*.whl),--find-links $(TORCH_WHEELS),--extra-index-url $(TORCH_INDEX))
+TORCH_PLATFORM := import sys, platform; sys.exit(0 if sys.version_info[:2] == (3, 11) and sys.platform == "linux" and platform.machine() == "x86_64" else 1)
+
 .PHONY: setup setup-browser lock demo test test-all lint bench generated topologies images clean
 
-$(STAMP): pyproject.toml $(LOCK)
+$(STAMP): pyproject.toml $(LOCK) $(TORCH_LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "synth needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	@if $(BIN)/python -c '$(TORCH_PLATFORM)'; then \
+		echo "$(BIN)/python -m pip install --quiet --require-hashes -r $(TORCH_LOCK) $(TORCH_SOURCE)"; \
+		$(BIN)/python -m pip install --quiet --require-hashes -r $(TORCH_LOCK) $(TORCH_SOURCE); \
+	else \
+		echo "setup: $(TORCH_LOCK) is for CPython 3.11 on Linux x86-64; torch not installed (pip install 'synth[torch]'; its tests skip)"; \
+	fi
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
@@ -36,10 +54,15 @@ setup-browser:
 ## Re-resolve requirements.lock from pyproject.toml: PyPI only (no local index or wheel folder), one version of each
 ## package for every platform and Python >= 3.11, with hashes. Pins already in the lock are kept when they still fit;
 ## `make lock ARGS=--upgrade` moves every pin to the newest release (ARGS='--upgrade-package highspy' one package).
+## Then requirements-torch.lock from requirements-torch.in: torch's CPU build (from /opt/wheels where present, else
+## from PyTorch's CPU index; the same file either way) and its dependencies from PyPI, within requirements.lock's pins.
+UV_CLEAN := env -u UV_INDEX -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS -u UV_CONSTRAINT
 lock: $(STAMP)
-	env -u UV_INDEX -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS -u UV_CONSTRAINT \
-		$(BIN)/uv pip compile pyproject.toml $(addprefix --extra ,$(EXTRAS)) --no-config --universal --fork-strategy fewest \
+	$(UV_CLEAN) $(BIN)/uv pip compile pyproject.toml $(addprefix --extra ,$(EXTRAS)) --no-config --universal --fork-strategy fewest \
 		--python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock' -o $(LOCK) $(ARGS)
+	$(UV_CLEAN) $(BIN)/uv pip compile requirements-torch.in -c $(LOCK) --no-config --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 $(TORCH_SOURCE) \
+		--generate-hashes --quiet --custom-compile-command 'make lock' -o $(TORCH_LOCK) $(ARGS)
 
 ## The main job: synthesize an allreduce for a DGX-1, verify it, predict its time, compare every method with the bound, run it.
 demo: $(STAMP)

@@ -225,6 +225,22 @@ def _exec_vs_mpi(r: Results) -> str:
     )
 
 
+@derived("torch_vs_native")
+def _torch_vs_native(r: Results) -> str:
+    t = r["torch_vs_native"]
+    return (
+        f"our ring allreduce reaches {t['algbw_over_native_64mib']:.2f} × `dist.all_reduce`'s algbw at 64 MiB of float32 and "
+        f"takes {t['latency_over_native_8b']:.2f} × its latency at 8 B; DDP with the hook takes "
+        f"{t['ddp_step_over_plain']:.2f} × plain DDP's time per step, with "
+        + (
+            "the same parameters as plain DDP"
+            if t["ddp_max_param_diff"] == 0
+            else f"parameters within {t['ddp_max_param_diff']:.1e} of plain DDP's"
+        )
+        + _under_load(t["load_before"])
+    )
+
+
 @derived("ilp")
 def _ilp_ndv2x2(r: Results) -> str:
     n = r["ilp"]["ndv2x2"]["2x32"]
@@ -419,6 +435,7 @@ FIGURES: dict[str, Figure] = {
     "packing-quality": _packing,
     "auto-quality": _auto,
     "exec-vs-mpi": _exec_vs_mpi,
+    "torch-vs-native": _torch_vs_native,
     "run-load": fig("readme-run", "{load:.0f}"),
     "curves-dgx1": _curves_prose,
     # docs/bounds.md
@@ -496,6 +513,13 @@ FIGURES: dict[str, Figure] = {
     "scale-torus128-load": _scale_load("scale-torus128"),
     "scale-fattree16k-load": _scale_load("scale-fattree16k"),
     "scale-fattree4k-ratio": fig("scale", "{fattree4k[ratio_1gib]:.2f}"),
+    "bench-torch-64mib": fig("torch_vs_native", "{algbw_over_native_64mib:.2f} ×"),
+    "bench-torch-8b": fig("torch_vs_native", "{latency_over_native_8b:.2f} ×"),
+    "bench-torch-ddp": fig(
+        "torch_vs_native",
+        "{ddp_step_over_plain:.2f} × ({ddp_step_ms[hook]:.1f} ms against {ddp_step_ms[plain]:.1f} ms); "
+        "largest parameter difference {ddp_max_param_diff:.1e}",
+    ),
 }
 
 

@@ -61,7 +61,9 @@ LAYERS = (
     (8, "compare", ("synth.compare",)),
     (8, "msccl set", ("synth.interop.msccl_set",)),
     (8, "generated", ("synth.generated",)),
+    (8, "schedule set", ("synth.schedule_set_build",)),
     (9, "plot", ("synth.plot",)),
+    (9, "torch", ("synth.torch",)),
     (10, "report", ("synth.report",)),
     (11, "cli", ("synth.cli", "synth.__main__")),
 )

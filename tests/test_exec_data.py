@@ -14,28 +14,57 @@ def test_names():
     with pytest.raises(ValueError, match="bfloat16"):
         data.parse_dtype("bfloat16")
     assert data.parse_op("MAX").ufunc is np.maximum
-    with pytest.raises(ValueError):
-        data.parse_op("avg")
+    assert data.parse_op("PRODUCT").name == "prod" and data.parse_op("MPI_LAND").name == "land"
+    with pytest.raises(ValueError, match="unknown reduction operator"):
+        data.parse_op("premul_sum")
+
+
+def test_operators_apply_where_pytorch_applies_them():
+    """avg only on floating point, the bitwise and logical operators only on integers and bool (as
+    torch.distributed.all_reduce accepts them); the rest on everything."""
+    floats, ints, bools = np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.bool_)
+    assert [data.OPS["avg"].takes(d) for d in (floats, ints, bools)] == [True, False, False]
+    for name in ("band", "bor", "bxor", "land", "lor"):
+        assert [data.OPS[name].takes(d) for d in (floats, ints, bools)] == [False, True, True]
+    with pytest.raises(ValueError, match="floating-point"):
+        data.OPS["avg"].check(ints)
+    out = np.array([3, 0, 5], np.int32)
+    data.OPS["land"](out, np.array([2, 2, 0], np.int32), out=out)
+    assert out.tolist() == [1, 0, 0]  # MPI's LAND: 1 or 0
+    avg = np.array([3.0, 6.0], np.float32)
+    data.OPS["avg"].finish(avg, 3)
+    assert avg.tolist() == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("dtype", list(data.DTYPES))
 @pytest.mark.parametrize("op", list(data.OPS))
-def test_reference_is_exact_and_sensitive(dtype, op):
-    """The reference equals a plain reduction of every rank's inputs; dropping or doubling a rank's
-    contribution changes it (except doubling under max/min, which are idempotent)."""
-    r = 16
-    layout = Layout(Collective(Kind.ALLREDUCE, r, 1), data.DTYPES[dtype], 4096)
+@pytest.mark.parametrize("r", [5, 16])
+def test_reference_is_exact_and_sensitive(dtype, op, r):
+    """The reference equals a plain reduction of every rank's inputs; dropping a rank's contribution
+    changes it (for band/bor where the type has a bit per rank); doubling one changes it for the
+    operators that are not idempotent (sum, prod, bxor, except OR and AND on bool)."""
     reduce = data.OPS[op]
+    if not reduce.takes(np.dtype(dtype)):
+        pytest.skip(f"{op} does not apply to {dtype}")
+    layout = Layout(Collective(Kind.ALLREDUCE, r, 1), data.DTYPES[dtype], 4096)
     inputs = np.stack([data.send_data(layout, rank, reduce) for rank in range(r)])
     want = data.expected_output(layout, 0, reduce, block=1000)
-    assert data.count_wrong(reduce.ufunc.reduce(inputs, axis=0), want, r) == 0
+    combined = reduce.ufunc.reduce(inputs, axis=0).astype(layout.dtype)
+    reduce.finish(combined, r)
+    assert data.count_wrong(combined, want, r) == 0
+    assert not np.any(want == data.poison_value(layout.dtype)) or layout.dtype.kind == "b"
     exact = inputs.astype(np.float64)
-    if op in ("sum", "prod"):
-        assert np.all(np.abs(getattr(np, op)(exact, axis=0)) <= data.exact_limit(layout.dtype))  # no overflow, exact
-    missing = reduce.ufunc.reduce(inputs[1:], axis=0)
-    assert data.count_wrong(missing, want, r) > 0
-    if op in ("sum", "prod"):
-        doubled = reduce(reduce.ufunc.reduce(inputs, axis=0), inputs[3])
+    if op in ("sum", "prod", "avg") and layout.dtype.kind != "b":
+        total = np.sum(exact, axis=0) if op != "prod" else np.prod(exact, axis=0)
+        assert np.all(np.abs(total) <= data.exact_limit(layout.dtype))  # no overflow, exact
+    missing = reduce.ufunc.reduce(inputs[1:], axis=0).astype(layout.dtype)
+    reduce.finish(missing, r)
+    bits_per_rank = op not in ("band", "bor") or layout.dtype.kind == "b" or layout.dtype.itemsize * 8 - 2 >= r
+    if bits_per_rank:
+        assert data.count_wrong(missing, want, r) > 0
+    if op in ("sum", "prod", "avg", "bxor") and layout.dtype.kind != "b":
+        doubled = reduce(reduce.ufunc.reduce(inputs, axis=0), inputs[3]).astype(layout.dtype)
+        reduce.finish(doubled, r)
         assert data.count_wrong(doubled, want, r) > 0
 
 

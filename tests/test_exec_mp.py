@@ -36,8 +36,16 @@ def test_every_dgx1_schedule_runs_correctly(path):
     assert all(m.time_us > 0 for m in rows)
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "uint64", "float16", "float64"])
-@pytest.mark.parametrize("op", list(data.OPS))
+#: every classic operator on a spread of types; each of the others (avg, bitwise, logical) on some
+#: of the types it applies to, bool included (tests/test_exec_matrix.py, marked slow, runs them all)
+OP_CASES = [
+    *((d, o) for d in ("int8", "uint8", "int32", "uint64", "float16", "float64") for o in ("sum", "prod", "max", "min")),
+    *(("float16", "avg"), ("float32", "avg"), ("int8", "band"), ("uint64", "bor"), ("int32", "bxor")),
+    *(("uint8", "land"), ("int64", "lor"), ("bool", "sum"), ("bool", "min"), ("bool", "bxor"), ("bool", "land")),
+]
+
+
+@pytest.mark.parametrize("dtype, op", OP_CASES)
 def test_dtypes_and_ops(dtype, op):
     for name in ("allreduce-recursive-doubling", "reduce-scatter-ring"):
         schedule = load_schedule(REPO / "generated" / "dgx1" / f"{name}.json")
@@ -122,7 +130,7 @@ def test_cli_refuses_invalid_schedule_and_bad_options(tmp_path):
     good = str(REPO / "generated" / "dgx1" / "allreduce-ring.json")
     for args, field in (
         (["-d", "bfloat16"], "--dtype"),
-        (["-o", "avg"], "--op"),
+        (["-o", "avg", "-d", "int32"], "--op"),
         (["--size", "12 parsecs"], "--size"),
         (["--compare-native"], "--compare-native"),
         (["-n", "0"], "--iters"),

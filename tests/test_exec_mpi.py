@@ -56,6 +56,22 @@ def test_synth_run_mpi_with_native_comparison(name, dtype, op):
     assert "all results checked: OK" in result.stdout
 
 
+def test_synth_run_mpi_new_operators_and_bool():
+    """avg, the bitwise and the logical operators, and bool data: ours always checked; MPI's own
+    collective where MPI has the operator for the type (LAND/LOR on bool and integers, BAND/BOR/BXOR
+    on integers; no average), else n/a; pairs that make no sense (avg on integers) are left out."""
+    result = _synth_run(
+        "generated/dgx1/allreduce-ring.json", "--size", "100,4096", "-d", "int32,bool,float32", "-o", "avg,bxor,land", "-n", "1",
+        "-w", "0", "--compare-native",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {(row[2], row[3]): row for row in (line.split() for line in result.stdout.splitlines() if not line.startswith("#"))}
+    assert sorted(rows) == [("bool", "bxor"), ("bool", "land"), ("float32", "avg"), ("int32", "bxor"), ("int32", "land")]
+    assert all(row[8] == "0" for row in rows.values())
+    assert rows[("int32", "land")][12] == "0" and rows[("bool", "land")][12] == "0" and rows[("int32", "bxor")][12] == "0"
+    assert rows[("float32", "avg")][12] == "n/a" and rows[("bool", "bxor")][12] == "n/a"
+
+
 def test_synth_run_mpi_reports_a_wrong_result(monkeypatch):
     monkeypatch.setenv("SYNTH_EXEC_FAULT", "2:0:corrupt")
     result = _synth_run("generated/dgx1/allgather-ring.json", "--size", "1K", "-n", "1", "-w", "0")

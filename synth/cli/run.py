@@ -3,7 +3,9 @@
 A thin layer over the backends of `synth.exec.backends`: the multiprocessing backend (default)
 runs the ranks as local processes over shared memory; the MPI backend starts the venv's own
 ``mpiexec`` (``python -m synth.exec.mpi``, which is also what you start yourself to run across
-machines). Both take the same `RunSettings` and hand back the rows this command prints.
+machines); the torch backend starts one torch.distributed process per rank (gloo on the CPU;
+``torchrun … -m synth.exec.torch_backend`` by hand). All take the same `RunSettings` and hand
+back the rows this command prints.
 
 Exit codes: 0 all results right; 1 a wrong result, or a schedule that fails verification (refused
 before anything starts); 2 bad input; 3 a rank failed, was killed or hung; 130 interrupted.
@@ -30,15 +32,15 @@ from synth.exec.settings import RunSettings, parse_run_sizes, run_options
     type=click.Choice(list(BACKENDS)),
     default="mp",
     show_default=True,
-    help="Local processes, or MPI.",
+    help="Local processes, MPI, or torch.distributed (gloo on CPU).",
 )
 @run_options
 def run_cmd(backend_name, schedule, **options):
     """Run SCHEDULE on real numpy buffers, check every result against numpy, and print times and
     bandwidths as nccl-tests does. Exit 1 if a result is wrong (or the schedule is invalid)."""
     settings = RunSettings(schedule, **options)
-    if settings.compare_native and backend_name != "mpi":
-        raise InputError("synth run", "--compare-native", True, "needs --backend mpi")
+    if settings.compare_native and backend_name not in ("mpi", "torch"):
+        raise InputError("synth run", "--compare-native", True, "needs --backend mpi or torch")
     verify_or_exit(settings.schedule, settings.topology, settings.schedule_path)
     chosen = backend(backend_name)
     chosen.check_available()
@@ -62,7 +64,7 @@ def run_cmd(backend_name, schedule, **options):
             click.echo(f"synth: {line}", err=True)
         raise
     native = [row.native for row in rows if row.native is not None]
-    for line in table_footer([row.ours for row in rows], native or None):
+    for line in table_footer([row.ours for row in rows], native or None, "PyTorch" if backend_name == "torch" else "MPI"):
         click.echo(line)
     if any(row.ours.wrong for row in rows) or any(m.wrong for m in native):
         sys.exit(1)

@@ -10,12 +10,14 @@ import click
 from synth.cli._util import COLLECTIVE_CHOICE, load_located_topology, schedule_topology_arg, verify_or_exit
 from synth.collective import ALL_KINDS, parse_kind
 from synth.errors import InputError
+from synth.exec.schedule_set import save_schedule_set
 from synth.generated import entry_count, regenerate, schedule_filename
 from synth.limits import check_collective_size
 from synth.progress import Progress
 from synth.registry import METHODS, make_collective, synthesize
 from synth.schedule import load_schedule, save_schedule
 from synth.schedule_npz import is_npz_path
+from synth.schedule_set_build import build_schedule_set
 from synth.units import parse_sizes
 
 
@@ -60,13 +62,23 @@ def method_options(method: str, seed, seeds, sizes_text) -> dict:
     default=None,
     help="Message size the schedule is for (greedy, packing: one size; auto: a list or range 1KiB..1GiB).",
 )
+@click.option(
+    "--sizes",
+    "set_sizes",
+    default=None,
+    help="auto only: one schedule per size range, auto's choice at each of these sizes (a list or range), written as a"
+    " schedule set into the folder -o names (what synth.torch's DDP hook reads).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar (it is only drawn on a terminal anyway).")
 @click.option("-o", "--output", default=None, help="Schedule file (default: generated/<topology>/<collective>-<method>.json).")
-def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, sizes_text, quiet, output):
+def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, sizes_text, set_sizes, quiet, output):
     """Synthesize a schedule for a collective on TOPOLOGY (file or built-in name), verify it, write it."""
     topo, location = load_located_topology(topology)
     source = str(location.path)
     kind = parse_kind(collective)
+    if set_sizes is not None:
+        _synthesize_set(topo, location, kind, method, root, set_sizes, (chunks, seed, seeds, sizes_text), quiet, output)
+        return
     try:
         coll = make_collective(topo, kind, method, root, chunks)
     except ValueError as exc:
@@ -96,6 +108,38 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
     for line in schedule.params.get("explanation", []):
         click.echo(line)
     click.echo(f"verified: {schedule.summary()}")
+
+
+def _synthesize_set(topo, location, kind, method, root, set_sizes, others, quiet, output) -> None:
+    """``--sizes``: auto's schedule per size range, as a schedule set in the folder ``-o`` names
+    (`synth.exec.schedule_set`)."""
+    where = "synth synthesize"
+    if method != "auto":
+        raise InputError(where, "--sizes", set_sizes, "a schedule set is auto's choice per size: add -m auto")
+    if any(value is not None for value in others):
+        raise InputError(where, "--sizes", set_sizes, "takes none of -k, --seed, --seeds, --size (auto picks per size)")
+    if output is None:
+        raise InputError(where, "--sizes", set_sizes, "give -o FOLDER, where the set's files go")
+    try:
+        sizes = parse_sizes(set_sizes)
+    except ValueError as exc:
+        raise InputError(where, "--sizes", set_sizes, str(exc)) from None
+    if root is not None and not 0 <= root < topo.num_ranks:
+        raise InputError(where, "--root", root, f"not a rank of {topo.name} (0..{topo.num_ranks - 1})")
+    coll_root = make_collective(topo, kind, "auto", root).root
+    with Progress(None, "auto per size", quiet=quiet, unit="size") as bar:
+        shown = [0]
+
+        def progress(done: int, total: int) -> None:
+            bar.set_total(total)
+            bar.advance(done - shown[0])
+            shown[0] = done
+
+        result = build_schedule_set(topo, kind, sizes, root=coll_root, progress=progress)
+    save_schedule_set(result, output, protect=[location.path], topology=location)
+    click.echo(f"wrote {output}: {result.describe()}")
+    for entry in result.entries:
+        click.echo(f"  {entry.describe()}")
 
 
 @click.command("verify", short_help="Verify a schedule symbolically against its topology.")

@@ -14,9 +14,11 @@ from types import ModuleType
 BACKENDS = {
     "mp": "synth.exec.mp",
     "mpi": "synth.exec.mpi.launch",
+    "torch": "synth.exec.torch_backend.launch",
 }
 
 
 def backend(name: str) -> ModuleType:
-    """The module of backend ``name`` (imported on first use: the MPI one needs mpi4py)."""
+    """The module of backend ``name`` (imported on first use: the MPI one needs mpi4py; the torch
+    one's launcher imports no torch, its ranks do)."""
     return importlib.import_module(BACKENDS[name])

@@ -3,11 +3,22 @@
 Inputs are chosen so that a wrong result shows: every value is a small whole number that the
 data type holds exactly, values differ from element to element and from rank to rank, and
 
-- ``sum``: every contribution is at least 1 and the total fits the type's exact range, so a
-  contribution missed or counted twice changes the result;
+- ``sum`` (and ``avg``, the sum divided by the rank count): every contribution is at least 1 and
+  the total fits the type's exact range, so a contribution missed or counted twice changes the
+  result;
 - ``prod``: one rank contributes 2 or 3 to each element, the next −1 (1 for unsigned types), every
   other rank 1, so the product is exact and a missed or doubled factor changes its size or sign;
-- ``max``/``min``: values spread over the element and the rank.
+- ``max``/``min``: values spread over the element and the rank;
+- ``band``/``bor``: every rank clears (``band``) or sets (``bor``) its own bit of each element (the
+  bit moves with the element; never one of the top two, so no result is the poison below), so a
+  contribution missed shows as long as the type has a bit per rank;
+- ``bxor``: well-spread values (the top two bits 0 again), so a contribution missed or counted
+  twice flips bits;
+- ``land``/``lor``: every value is non-zero (``land``) or zero (``lor``) except one rank's at most
+  elements, so a missed contribution flips the result between 0 and 1.
+
+``bool`` data: ``sum`` and ``max`` are a logical OR and ``prod`` and ``min`` a logical AND (as in
+numpy and PyTorch), with inputs chosen as for ``bor`` and ``band``.
 
 The reference is computed with numpy from the very same inputs (each rank's contribution is
 regenerated and combined with the operator). Integers are compared exactly; floating-point
@@ -31,6 +42,7 @@ from synth.exec.layout import Layout
 
 #: Names accepted for each data type (numpy's name first; nccl-tests' names too).
 DTYPES: dict[str, np.dtype] = {
+    "bool": np.dtype(np.bool_),
     "int8": np.dtype(np.int8),
     "uint8": np.dtype(np.uint8),
     "int32": np.dtype(np.int32),
@@ -46,21 +58,59 @@ DTYPE_ALIASES = {"char": "int8", "int": "int32", "half": "float16", "float": "fl
 
 @dataclass(frozen=True)
 class ReduceOp:
-    """A reduction operator: its name and the numpy ufunc that applies it elementwise."""
+    """A reduction operator: its name, the numpy ufunc that combines two contributions elementwise,
+    the data it applies to, and whether the result is divided by the rank count at the end (``avg``:
+    the sum, then one division, as PyTorch's gloo backend does).
+
+    ``kinds`` are the numpy dtype kinds it takes: ``f`` floating point, ``i``/``u`` signed and
+    unsigned integers, ``b`` bool. They follow what ``torch.distributed.all_reduce`` accepts: AVG
+    only on floating point (PyTorch refuses it on integers and bool), the bitwise operators only on
+    integers and bool; MPI's logical AND/OR (``land``/``lor``, which PyTorch lacks) on integers and
+    bool, each result 0 or 1."""
 
     name: str
     ufunc: np.ufunc
+    kinds: str = "fiub"
+    divides: bool = False
 
     def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         return self.ufunc(a, b, out=out)
 
+    def takes(self, dtype: np.dtype) -> bool:
+        """Whether the operator applies to data of type ``dtype``."""
+        return np.dtype(dtype).kind in self.kinds
+
+    def check(self, dtype: np.dtype) -> None:
+        """ValueError, saying why, if the operator does not apply to ``dtype``."""
+        if not self.takes(dtype):
+            raise ValueError(f"{self.name} does not apply to {np.dtype(dtype).name} data ({_KIND_WORDS[self.kinds]})")
+
+    def finish(self, out: np.ndarray, num_ranks: int) -> None:
+        """What is left once every contribution is combined: ``avg`` divides by the rank count."""
+        if self.divides and out.size:
+            np.divide(out, num_ranks, out=out)
+
+
+_KIND_WORDS = {
+    "fiub": "any type",
+    "f": "it needs floating-point data; PyTorch refuses AVG on integers and bool",
+    "iub": "it needs integer or bool data",
+}
 
 OPS: dict[str, ReduceOp] = {
     "sum": ReduceOp("sum", np.add),
     "prod": ReduceOp("prod", np.multiply),
     "max": ReduceOp("max", np.maximum),
     "min": ReduceOp("min", np.minimum),
+    "avg": ReduceOp("avg", np.add, "f", divides=True),
+    "band": ReduceOp("band", np.bitwise_and, "iub"),
+    "bor": ReduceOp("bor", np.bitwise_or, "iub"),
+    "bxor": ReduceOp("bxor", np.bitwise_xor, "iub"),
+    "land": ReduceOp("land", np.logical_and, "iub"),
+    "lor": ReduceOp("lor", np.logical_or, "iub"),
 }
+#: other names for the operators: nccl-tests' and PyTorch's (``ReduceOp.PRODUCT``), MPI's
+OP_ALIASES = {"product": "prod", "mean": "avg", "and": "band", "or": "bor", "xor": "bxor"}
 
 
 def parse_dtype(name: str | np.dtype) -> np.dtype:
@@ -77,7 +127,10 @@ def parse_dtype(name: str | np.dtype) -> np.dtype:
 
 
 def parse_op(name: str) -> ReduceOp:
-    key = name.strip().lower()
+    """A reduction operator by name (``sum``, ``prod``/``product``, ``band``, ``land``, …, case
+    ignored; MPI's ``MPI_SUM`` spelling too); ValueError otherwise."""
+    key = name.strip().lower().removeprefix("mpi_")
+    key = OP_ALIASES.get(key, key)
     if key not in OPS:
         raise ValueError(f"unknown reduction operator {name!r} (supported: {', '.join(OPS)})")
     return OPS[key]
@@ -86,6 +139,8 @@ def parse_op(name: str) -> ReduceOp:
 def exact_limit(dtype: np.dtype) -> int:
     """Largest whole number the type holds exactly, with every smaller one (capped at 2^31)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return 1
     if dtype.kind == "f":
         return min(2 ** (np.finfo(dtype).nmant + 1), 2**31)
     return min(int(np.iinfo(dtype).max), 2**31)
@@ -114,7 +169,7 @@ def payload(dtype: np.dtype, start: int, stop: int, seed: int = 0) -> np.ndarray
 
 
 def _payload_at(dtype: np.dtype, index: np.ndarray, seed: int) -> np.ndarray:
-    limit = min(exact_limit(dtype), 2**20)
+    limit = min(exact_limit(dtype), 2**20) + (1 if dtype.kind == "b" else 0)  # bool: 0 and 1
     values = _hash(index, seed) % np.uint64(limit)
     return values.astype(dtype)
 
@@ -124,7 +179,23 @@ def contribution(layout: Layout, op: ReduceOp, rank: int, start: int, stop: int,
     dtype, r = layout.dtype, layout.num_ranks
     index = np.arange(start, stop, dtype=np.int64)
     h = _hash(index, seed)
-    if op.name == "sum":
+    name = op.name
+    if dtype.kind == "b":  # sum and max are OR, prod and min AND
+        name = {"sum": "bor", "max": "bor", "prod": "band", "min": "band"}.get(name, name)
+    if name in ("band", "bor"):
+        return _one_bit_each(dtype, h, rank, r, set_bit=name == "bor")
+    if name in ("land", "lor"):  # one rank at most elements is the odd one out: 0 for land, non-zero for lor
+        odd = (h % np.uint64(r + 1)).astype(np.int64) == rank
+        if dtype.kind == "b":
+            return odd if name == "lor" else ~odd
+        values = (1 + (h + np.uint64(rank)) % np.uint64(min(100, exact_limit(dtype)))).astype(dtype)
+        return np.where(odd, values, 0).astype(dtype) if name == "lor" else np.where(odd, 0, values).astype(dtype)
+    if name == "bxor":  # the top two bits 0, as in band/bor: no result is the poison
+        mixed = _hash(index * np.int64(r + 1) + rank, seed + 1)
+        if dtype.kind == "b":
+            return (mixed & np.uint64(1)).astype(bool)
+        return (mixed & np.uint64((1 << (dtype.itemsize * 8 - 2)) - 1)).astype(dtype)
+    if name in ("sum", "avg"):
         spread = max(1, min(1024, exact_limit(dtype) // r))
         values = np.uint64(1) + (h + np.uint64(rank * 7919)) % np.uint64(spread)
         return values.astype(dtype)
@@ -140,6 +211,20 @@ def contribution(layout: Layout, op: ReduceOp, rank: int, start: int, stop: int,
     if dtype.kind != "u":
         return (values.astype(np.int64) - spread // 2).astype(dtype)
     return values.astype(dtype)
+
+
+def _one_bit_each(dtype: np.dtype, h: np.ndarray, rank: int, num_ranks: int, *, set_bit: bool) -> np.ndarray:
+    """``bor``: each rank sets one bit of each element (its own, shifted by the element's hash) and
+    leaves the rest 0; ``band``: each rank clears that bit and leaves the rest 1. bool has one bit:
+    at most elements one rank is the odd one out (True for ``bor``, False for ``band``)."""
+    if dtype.kind == "b":
+        odd = (h % np.uint64(num_ranks + 1)).astype(np.int64) == rank
+        return odd if set_bit else ~odd
+    bits = dtype.itemsize * 8 - 2  # never the top two: a result never equals the poison (the type's maximum)
+    shift = ((h + np.uint64(rank)) % np.uint64(bits)).astype(np.uint64)
+    one = np.left_shift(np.uint64(1), shift)
+    values = one if set_bit else ~one
+    return values.astype(dtype) if dtype.kind == "u" else values.view(np.int64).astype(dtype)
 
 
 Values = Callable[[int, int], np.ndarray]
@@ -205,6 +290,7 @@ def _expected_values(layout: Layout, rank: int, op: ReduceOp | None, seed: int, 
                 op(acc, contribution(layout, op, other, base + lo, base + hi, seed), out=acc)
                 if tick is not None:
                     tick()
+            op.finish(acc, r)
             return acc
 
         return reduced
@@ -267,8 +353,11 @@ def count_wrong(got: np.ndarray, want: np.ndarray, num_ranks: int) -> int:
 def poison_value(dtype: np.dtype) -> float | int:
     """What receive and work buffers are filled with before a checked run, so that a value the
     schedule never wrote cannot pass for a result: NaN for floats, the type's maximum for integers
-    (never produced by these inputs, except by integer wrap-around)."""
+    (never produced by these inputs, except by integer wrap-around and by the bitwise operators).
+    bool has no value to spare: True, so an unwritten element shows where the result is False."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return True
     return float("nan") if dtype.kind == "f" else int(np.iinfo(dtype).max)
 
 

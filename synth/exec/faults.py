@@ -20,8 +20,14 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from synth.errors import SynthError
+
+if TYPE_CHECKING:
+    from synth.exec.mpi.board import Board
 
 FAULT_ENV = "SYNTH_EXEC_FAULT"
 FAULT_KINDS = ("crash", "hang", "kill", "corrupt")
@@ -138,3 +144,53 @@ def describe_position(cells, labels: list[str] | None = None) -> str:
         return f"while preparing ({size})"
     what = "checked call" if call == 0 else f"call {call}"
     return f"in step {step} ({size}, {what})" if step >= 0 else f"before step 0 ({size}, {what})"
+
+
+class Progress:
+    """Where a rank is (size index, call, phase, heartbeat), for fault messages and watchdogs.
+
+    The phase cell says both the step and whether the rank may be blocked in it, so that the step
+    loop stores one integer per step (see `phase_of` and `step_of`; at 8 bytes a store per step
+    is measurable): -1 before step 0, ``2s+1`` in step s (waiting for its messages, then applying
+    them), ``2s+2`` in step s outside communication (a fault injected there); 0 before step 0
+    waiting for the other ranks (the benchmark's barriers). The heartbeat counts calls (and
+    blocks of the check), so that a run of a one-step schedule shows progress too.
+
+    With a ``board`` (``synth run --backend mpi`` or ``torch``) the figures live in the rank's row of
+    the board (`synth.exec.mpi.board`), which the launcher reads to tell which rank stopped where.
+    Both the MPI and the torch.distributed executors keep one."""
+
+    def __init__(self, rank: int, board: Board | None = None):
+        self.rank = rank
+        if board is not None:
+            row = board.row(rank)
+            row[4] = os.getpid()
+            self.cells = row[:4]
+        else:
+            self.cells = np.zeros(4, dtype=np.int64)
+        self.cells[:] = [-1, -1, -1, 0]
+        #: the same cells as a memoryview: a store from Python costs half of numpy's
+        self.hot = memoryview(self.cells)
+        #: step -> the ranks a step waits for, set by the plan that runs (for the watchdog's message)
+        self.peers: dict[int, tuple[int, ...]] = {}
+
+    @property
+    def waiting_for(self) -> tuple[int, ...]:
+        """The ranks this rank waits for now (empty when it is not blocked in a step)."""
+        step, blocked = step_of(int(self.cells[2]))
+        return self.peers.get(step, ()) if blocked else ()
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the rank is waiting for other ranks (in a step's messages or a barrier)."""
+        return step_of(int(self.cells[2]))[1]
+
+    def set(self, size: int, call: int, step: int, *, blocked: bool = False) -> None:
+        self.cells[0], self.cells[1], self.cells[2] = size, call, phase_of(step, blocked)
+
+    def beat(self) -> None:
+        self.cells[3] += 1
+
+    def describe(self, labels: list[str] | None = None) -> str:
+        """``in step 3 (size 1024 B, float32 sum, checked call)``; ``labels`` name the cases."""
+        return describe_position(self.cells, labels)

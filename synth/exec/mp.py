@@ -283,12 +283,15 @@ class _Rank:
         def views(ops: list[tuple]) -> list[tuple]:
             return _views(arena, _merge(ops))
 
-        return views(init), [(views(a), None if b is None else views(b)) for a, b in steps]
+        finish = None  # avg: the rank's result, divided by the rank count once the steps are done
+        if op is not None and op.divides and layout.has_output(rank):
+            finish = ar.region(arena, rank, RECV, layout.recv_count)
+        return views(init), [(views(a), None if b is None else views(b)) for a, b in steps], finish
 
     # ---------------------------------------------------------------------------- running
     def call(self, bound) -> None:
         """One collective call: this rank's copies and reduces, step by step, with barriers."""
-        init, steps = bound
+        init, steps, finish = bound
         line, fault = self.line, self.fault
         _apply(init)
         for t, (phase_a, phase_b) in enumerate(steps):
@@ -301,6 +304,8 @@ class _Rank:
             if phase_b is not None:
                 _apply(phase_b)
                 self.barrier()
+        if finish is not None:  # after the last barrier: no rank reads this rank's slots any more
+            self.job.op.finish(finish, self.prog.num_ranks)  # type: ignore[union-attr]
 
     def run(self) -> None:
         job, rank, ar, line = self.job, self.rank, self.layout_arena, self.line

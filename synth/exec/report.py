@@ -85,12 +85,12 @@ def average_busbw(rows: list[Measurement]) -> float:
     return sum(m.busbw for m in rows) / len(rows) if rows else 0.0
 
 
-def table_footer(rows: list[Measurement], native: list[Measurement] | None = None) -> list[str]:
-    """The lines under the table: average bus bandwidth (also of MPI's own collective, if it ran)
-    and the wrong elements over every row."""
+def table_footer(rows: list[Measurement], native: list[Measurement] | None = None, native_owner: str = "MPI") -> list[str]:
+    """The lines under the table: average bus bandwidth (also of the backend's own collective, MPI's
+    or PyTorch's, if it ran) and the wrong elements over every row."""
     wrong = sum(m.wrong for m in rows) + sum(m.wrong for m in native or [])
     lines = [f"# Avg bus bandwidth    : {average_busbw(rows):.3f} GB/s"]
     if native:
-        lines.append(f"# Avg bus bandwidth, MPI's own collective : {average_busbw(native):.3f} GB/s")
+        lines.append(f"# Avg bus bandwidth, {native_owner}'s own collective : {average_busbw(native):.3f} GB/s")
     lines.append(f"# Wrong elements       : {wrong}{'' if wrong else ' (all results checked: OK)'}")
     return lines

@@ -60,7 +60,8 @@ def run_options(f):
             "--op",
             default="sum",
             show_default=True,
-            help="Reduction operator(s), comma-separated or all: sum, prod, max, min.",
+            help="Reduction operator(s), comma-separated or all: " + ", ".join(data.OPS) + " (avg on floating point only;"
+            " band, bor, bxor, land, lor on integers and bool).",
         ),
         click.option("-n", "--iters", type=int, default=20, show_default=True, help="Timed calls per size."),
         click.option("-w", "--warmup", type=int, default=5, show_default=True, help="Untimed calls before timing."),
@@ -72,7 +73,11 @@ def run_options(f):
             show_default=True,
             help="End the run if a rank makes no progress for this long (s).",
         ),
-        click.option("--compare-native", is_flag=True, help="Also run MPI's own collective on the same buffers (mpi backend)."),
+        click.option(
+            "--compare-native",
+            is_flag=True,
+            help="Also run the backend's own collective on the same buffers (mpi: MPI's; torch: PyTorch's).",
+        ),
     ]
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -114,7 +119,20 @@ class RunSettings:
         self.compare_native = compare_native
         coll = self.schedule.collective
         ops: list[data.ReduceOp | None] = list(self.ops) if coll.is_reduction else [None]
-        self.cases = [Case(Layout.for_size(coll, size, dt), o) for dt in self.dtypes for o in ops for size in self.sizes]
+        if coll.is_reduction:  # each operator on the data types it applies to (-d all -o all: every pair that makes sense)
+            for o in self.ops:
+                if not any(o.takes(dt) for dt in self.dtypes):
+                    try:
+                        o.check(self.dtypes[0])
+                    except ValueError as exc:
+                        raise InputError("synth run", "--op", op, f"{exc}; -d names no such type") from None
+        self.cases = [
+            Case(Layout.for_size(coll, size, dt), o)
+            for dt in self.dtypes
+            for o in ops
+            if o is None or o.takes(dt)
+            for size in self.sizes
+        ]
 
     @property
     def labels(self) -> list[str]:

@@ -38,7 +38,7 @@ import numpy as np
 from synth.collective import Kind
 from synth.exec import data
 from synth.exec.api import verified
-from synth.exec.faults import ExecutionError, describe_position, fault_from_env, phase_of, step_of
+from synth.exec.faults import ExecutionError, Progress, fault_from_env, phase_of
 from synth.exec.layout import Layout
 from synth.exec.program import RECV, SEND, Program
 from synth.schedule import OP_COPY, Schedule
@@ -58,56 +58,6 @@ _TAG_LIMIT = 32767  # every MPI guarantees tags up to this
 def require_mpi() -> None:
     if MPI is None:
         raise ImportError("the MPI backend needs mpi4py and an MPI library: pip install 'synth[mpi]' (mpi4py and mpich)")
-
-
-# =========================================================================== progress
-class Progress:
-    """Where a rank is (size index, call, phase, heartbeat), for fault messages and watchdogs.
-
-    The phase cell says both the step and whether the rank may be blocked in it, so that the step
-    loop stores one integer per step (see `phase_of` and `step_of`; at 8 bytes a store per step
-    is measurable): -1 before step 0, ``2s+1`` in step s (waiting for its messages, then applying
-    them), ``2s+2`` in step s outside communication (a fault injected there); 0 before step 0
-    waiting for the other ranks (the benchmark's barriers). The heartbeat counts calls (and
-    blocks of the check), so that a run of a one-step schedule shows progress too.
-
-    With a ``board`` (``synth run --backend mpi``) the figures live in the rank's row of the board
-    (`synth.exec.mpi.board`), which the launcher reads to tell which rank stopped where."""
-
-    def __init__(self, rank: int, board: Board | None = None):
-        self.rank = rank
-        if board is not None:
-            row = board.row(rank)
-            row[4] = os.getpid()
-            self.cells = row[:4]
-        else:
-            self.cells = np.zeros(4, dtype=np.int64)
-        self.cells[:] = [-1, -1, -1, 0]
-        #: the same cells as a memoryview: a store from Python costs half of numpy's
-        self.hot = memoryview(self.cells)
-        #: step -> the ranks a step waits for, set by the plan that runs (for the watchdog's message)
-        self.peers: dict[int, tuple[int, ...]] = {}
-
-    @property
-    def waiting_for(self) -> tuple[int, ...]:
-        """The ranks this rank waits for now (empty when it is not blocked in a step)."""
-        step, blocked = step_of(int(self.cells[2]))
-        return self.peers.get(step, ()) if blocked else ()
-
-    @property
-    def blocked(self) -> bool:
-        """Whether the rank is waiting for other ranks (in a step's messages or a barrier)."""
-        return step_of(int(self.cells[2]))[1]
-
-    def set(self, size: int, call: int, step: int, *, blocked: bool = False) -> None:
-        self.cells[0], self.cells[1], self.cells[2] = size, call, phase_of(step, blocked)
-
-    def beat(self) -> None:
-        self.cells[3] += 1
-
-    def describe(self, labels: list[str] | None = None) -> str:
-        """``in step 3 (size 1024 B, float32 sum, checked call)``; ``labels`` name the cases."""
-        return describe_position(self.cells, labels)
 
 
 # =========================================================================== binding
@@ -225,6 +175,9 @@ class BoundPlan:
         self.steps = steps
         self._hot = [st.hot() for st in steps]
         self._peers = {st.step: st.recv_peers for st in steps}
+        #: avg: the result is divided by the rank count once every step is done (None otherwise)
+        self.finish = recv if op is not None and op.divides and layout.has_output(rank) else None
+        self.op = op
         self.init_copies = []
         for c in program.never_written_outputs(rank):
             n = int(lengths[c])
@@ -282,6 +235,8 @@ class BoundPlan:
                     copyto(out, a)
                 else:
                     ufunc(a, b, out=out)
+        if self.finish is not None:
+            self.op.finish(self.finish, self.program.num_ranks)  # type: ignore[union-attr]
         cells[3] += 1  # a call done (a one-step schedule's phase never changes)
         if self.corrupt and self.arrays[RECV].size:
             self.arrays[RECV][0] = data.poison_value(self.layout.dtype)
@@ -416,11 +371,41 @@ def execute(schedule: Schedule, comm, sendbuf, recvbuf, op: str = "sum", *, topo
 
 
 # =========================================================================== native collectives
+#: MPI's operator for each of ours (MPI has no average)
+MPI_OP_NAMES = {
+    "sum": "SUM",
+    "prod": "PROD",
+    "max": "MAX",
+    "min": "MIN",
+    "band": "BAND",
+    "bor": "BOR",
+    "bxor": "BXOR",
+    "land": "LAND",
+    "lor": "LOR",
+}
+
+
+def native_supports(op: data.ReduceOp | None, dtype: np.dtype) -> bool:
+    """Whether MPI's own collective has this operator for this data type (the MPI standard's
+    table: no average at all; bool, MPI's C_BOOL, only with the logical operators; floating point
+    with neither the bitwise nor the logical ones)."""
+    if op is None:
+        return True
+    kind = np.dtype(dtype).kind
+    if op.name not in MPI_OP_NAMES:
+        return False
+    if kind == "b":
+        return op.name in ("land", "lor")
+    if kind == "f":
+        return op.name in ("sum", "prod", "max", "min")
+    return True
+
+
 def native_call(layout: Layout, comm, op: data.ReduceOp | None, send: np.ndarray, recv: np.ndarray):
     """A zero-argument function calling MPI's own collective for this layout on these buffers
-    (broadcast runs in ``recv``, whose root copy must hold the data)."""
+    (broadcast runs in ``recv``, whose root copy must hold the data); see `native_supports`."""
     kind, root = layout.kind, layout.collective.root
-    mpi_op = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[op.name] if op else None
+    mpi_op = getattr(MPI, MPI_OP_NAMES[op.name]) if op else None
     is_root = comm.Get_rank() == root
     calls = {
         Kind.ALLREDUCE: lambda: comm.Allreduce(send, recv, mpi_op),

@@ -26,7 +26,7 @@ from synth.errors import InputError
 from synth.exec import data
 from synth.exec.faults import describe_exception
 from synth.exec.mpi.board import Board
-from synth.exec.mpi.executor import MPI, BoundPlan, Progress, Watchdog, fail, native_call, require_mpi
+from synth.exec.mpi.executor import MPI, BoundPlan, Progress, Watchdog, fail, native_call, native_supports, require_mpi
 from synth.exec.mpi.launch import NATIVE_NAMES
 from synth.exec.program import Program
 from synth.exec.report import Measurement, table_footer, table_header, table_row
@@ -136,7 +136,7 @@ def run_rank(settings: RunSettings, comm, board: Board | None = None) -> int:
             plan.free()
             ours_rows.append(ours)
             native = None
-            if native_name:
+            if native_name and native_supports(op, layout.dtype):
                 recv.fill(poison)
                 if coll.kind.value == "broadcast" and rank == coll.root:
                     recv[:] = send
