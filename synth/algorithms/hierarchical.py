@@ -453,6 +453,7 @@ class LevelSetup:
         self.switch_names = tuple(names)
         self._inner: dict[tuple[int, str], Schedule | None] = {}
         self._probes: dict[tuple[int, int], Schedule] = {}
+        self._probe_times: dict[tuple[int, int, int], tuple[float, float]] = {}
 
     def inner_schedule(self, kind: int, name: str) -> Schedule | None:
         key = (kind, name)
@@ -512,10 +513,12 @@ class LevelSetup:
         inner, _ = self.inner(block)
         fixed, per_item = [], []
         for j in range(levels.num_levels - 1):
-            probe = self.probe(collective, j)
-            tiny, full = predicted_us(probe, self.topology, [r * k, size])
-            fixed.append(tiny)
-            per_item.append(max(0.0, full - tiny))
+            key = (k, j, size)
+            if key not in self._probe_times:
+                tiny, full = predicted_us(self.probe(collective, j), self.topology, [r * k, size])
+                self._probe_times[key] = (tiny, max(0.0, full - tiny))
+            fixed.append(self._probe_times[key][0])
+            per_item.append(self._probe_times[key][1])
         worst_in, worst_fixed = 0.0, 0.0
         for kind, schedule in enumerate(inner.schedules):
             part = self.parts[kind]
