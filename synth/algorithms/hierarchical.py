@@ -418,6 +418,9 @@ AG_CHUNKS = (1, 2, 4, 8, 16)
 #: allgather candidates are built whole and timed while they have at most this many transfers; on
 #: larger machines the waves are chosen by `_estimate` and only the chosen schedule is built
 FULL_TIMING_TRANSFERS = 600_000
+#: on those larger machines, chunks per piece are tried (by estimate) while the schedule has at most
+#: this many transfers (1,024 ranks: up to 4 chunks; 4,096 ranks: one)
+ESTIMATED_TRANSFERS = 5_000_000
 #: waves used without a size
 DEFAULT_WAVES = 8
 
@@ -560,8 +563,8 @@ def tuned_allgather(
     """The fastest pipelined allgather at ``size`` over `AG_WAVES` and (unless the caller fixed the
     chunks) `AG_CHUNKS`. Candidates are built and timed while they have at most
     `FULL_TIMING_TRANSFERS` transfers (the waves swept in increasing order, given up after two
-    slower ones in a row); on larger machines the waves with the best `LevelSetup.estimate` are
-    built, one chunk per piece (more would multiply the transfers)."""
+    slower ones in a row); on larger machines the chunks and waves with the best
+    `LevelSetup.estimate` are built, the chunks limited by `ESTIMATED_TRANSFERS`."""
     setup = setup or LevelSetup(topology)
     r = collective.num_ranks
     kind = collective.kind
@@ -570,9 +573,11 @@ def tuned_allgather(
     else:
         counts = [k for k in AG_CHUNKS if r * (r - 1) * k <= FULL_TIMING_TRANSFERS] or [1]
     if r * (r - 1) * counts[0] > FULL_TIMING_TRANSFERS:
-        one = Collective(kind, r, counts[0])
-        waves = min(AG_WAVES, key=lambda w: (setup.estimate(one, w, size), w))
-        return setup.build(one, waves, size)
+        if requested is None:
+            counts = [k for k in AG_CHUNKS if r * (r - 1) * k <= ESTIMATED_TRANSFERS] or [1]
+        estimates = [(setup.estimate(Collective(kind, r, k), w, size), k, w) for k in counts for w in AG_WAVES]
+        _, k, waves = min(estimates)
+        return setup.build(Collective(kind, r, k), waves, size)
     timed = []
     for k in counts:
         one = Collective(kind, r, k)
