@@ -130,10 +130,51 @@ def test_two_hosts_hand_calculation():
     assert r == 8
 
 
-def test_ranks_without_a_network_route_are_refused_with_the_pair():
-    topo = gen.mi250(packages=2, nodes=2)  # one NIC per package, on its GCD 0 only
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.value)
+def test_mi250_nodes_cross_through_the_carriers(kind):
+    """An MI250 node has one NIC per package, on its GCD 0: those GCDs carry their package
+    sibling's piece across (the sibling hands it over inside the node first)."""
+    topo = gen.mi250(packages=2, nodes=2)
+    for options in (None, {"size": 64 << 10}, {"size": 1 << 30}):
+        try:
+            schedule = synthesize(topo, kind, "hierarchical", options=options, verify=False)
+        except NotApplicable as exc:  # the two-level allreduce runs rings on the rails: no rail of GCD 1
+            assert kind is Kind.ALLREDUCE and options is None and "rail" in str(exc)
+            continue
+        assert verify(schedule, topo).ok, (kind, options)
+        assert numeric_replay(schedule), (kind, options)
+    schedule = synthesize(topo, Kind.ALLGATHER, "hierarchical")
+    assert schedule.params["carriers"] == [0, 2]  # GCD 0 of each package (local ranks 0 and 2)
+
+
+def test_carriers_own_the_pieces_evenly():
+    topo = gen.mi250(packages=4, nodes=2)
+    setup = hierarchical.LevelSetup(topo)
+    carriers = setup.carriers
+    assert carriers is not None and len(carriers.carriers) == 4
+    owned = [carriers.owned(c) for c in carriers.carriers]
+    assert sorted(p for group in owned for p in group) == list(range(8))
+    assert {len(group) for group in owned} == {2}
+    # each GCD 1 is owned by the GCD it has its four xGMI links to (its package's GCD 0)
+    assert all(group == [c, c + 1] for c, group in zip(carriers.carriers, owned))
+
+
+def test_uneven_carriers_are_refused_with_the_rank():
+    """Three ranks per host, two of them with a NIC: the third's piece cannot be shared evenly."""
+    doc = TopologyDoc("uneven", "two hosts of three ranks, NICs on two of them")
+    network = doc.switch("net")
+    for h in range(2):
+        names = [doc.rank(f"h{h}r{i}", f"h{h}") for i in range(3)]
+        for a in names:
+            for b in names:
+                if a != b:
+                    doc.link(a, b, 100.0, 0.5, duplex=False)
+        for i in (0, 1):
+            card = doc.switch(f"h{h}nic{i}", f"h{h}")
+            doc.link(names[i], card, 25.0, 0.5)
+            doc.link(card, network, 25.0, 1.0)
     with pytest.raises(NotApplicable, match="no switch-only route"):
-        synthesize(topo, Kind.ALLGATHER, "hierarchical")
+        synthesize(doc.build(), Kind.ALLGATHER, "hierarchical")
 
 
 def test_one_rank_hosts_are_refused():

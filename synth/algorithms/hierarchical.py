@@ -435,7 +435,12 @@ class LevelSetup:
             raise NotApplicable(f"hierarchical allgather needs several ranks per host; {topology.name} has one")
         self.topology = topology
         self.routes = PairRoutes(topology)
-        self.levels = host_levels.machine_levels(topology, hosts, self.routes)
+        # local ranks that reach the same local rank of the other hosts over switches
+        reach = [
+            all(self.routes.route_id(hosts[a][i], hosts[b][i]) >= 0 for a, b in ((0, 1), (1, 0), (0, len(hosts) - 1)))
+            for i in range(len(hosts[0]))
+        ]
+        self.levels = host_levels.machine_levels(topology, hosts, self.routes, racks=all(reach))
         kinds: dict[tuple, int] = {}
         self.parts: list[Topology] = []
         self.made_on: list[tuple[str, ...]] = []
@@ -454,6 +459,16 @@ class LevelSetup:
             names.append(switch_names)
         self.host_kind = np.array(host_kind, dtype=np.int64)
         self.switch_names = tuple(names)
+        #: None when every rank reaches the network, else the carriers (`host_levels.carrier_allgather`)
+        self.carriers: host_levels.Carriers | None = None
+        if not all(reach):
+            self.carriers = host_levels.carriers_of(self.parts[0], reach)
+            if self.carriers is None or len(self.parts) > 1:
+                bad = reach.index(False)
+                raise NotApplicable(
+                    f"hierarchical: rank {hosts[0][bad]} of {topology.name} has no switch-only route to the same rank of the "
+                    f"other hosts, and its host's ranks that do cannot carry the others' pieces evenly"
+                )
         self._inner: dict[tuple[int, str], Schedule | None] = {}
         self._probes: dict[tuple[int, int], Schedule] = {}
         self._probe_times: dict[tuple[int, int, int], tuple[float, float]] = {}
@@ -499,6 +514,11 @@ class LevelSetup:
             "inside": names[0] if len(set(names)) == 1 else names,
             "chosen_at_size": size,
         }
+        if self.carriers is not None:
+            params["phases"] = ["allgather in hosts", "carriers across hosts", "from the carriers in hosts (pipelined)"]
+            return host_levels.carrier_allgather(
+                self.topology, collective, levels, inner, self.routes, self.carriers, waves, NAME, params
+            )
         return host_levels.allgather(self.topology, collective, levels, inner, self.routes, waves, NAME, params)
 
     def estimate(self, collective: Collective, waves: int, size: int) -> float:
@@ -572,7 +592,7 @@ def tuned_allgather(
         counts = [requested]
     else:
         counts = [k for k in AG_CHUNKS if r * (r - 1) * k <= FULL_TIMING_TRANSFERS] or [1]
-    if r * (r - 1) * counts[0] > FULL_TIMING_TRANSFERS:
+    if r * (r - 1) * counts[0] > FULL_TIMING_TRANSFERS and setup.carriers is None:
         if requested is None:
             counts = [k for k in AG_CHUNKS if r * (r - 1) * k <= ESTIMATED_TRANSFERS] or [1]
         estimates = [(setup.estimate(Collective(kind, r, k), w, size), k, w) for k in counts for w in AG_WAVES]

@@ -75,16 +75,16 @@ def _rack_key(topology: Topology, routes: PairRoutes, a: int, b: int, host: str 
     return None
 
 
-def machine_levels(topology: Topology, hosts: list[list[int]], routes: PairRoutes) -> Levels:
+def machine_levels(topology: Topology, hosts: list[list[int]], routes: PairRoutes, *, racks: bool = True) -> Levels:
     """The levels of a machine of equal hosts (``hosts`` from `hierarchical.host_ranks`): (rack,
     host, rank) when the hosts' first rank reaches the other hosts through several top-of-rack
-    switches with as many hosts under each, else (host, rank)."""
+    switches with as many hosts under each (and ``racks``), else (host, rank)."""
     nodes = topology.nodes
     h_count, local = len(hosts), len(hosts[0])
     keys: list[int | None] = []
     for h, ranks in enumerate(hosts):
         other = hosts[(h + 1) % h_count][0]
-        keys.append(_rack_key(topology, routes, ranks[0], other, nodes[ranks[0]].host))
+        keys.append(_rack_key(topology, routes, ranks[0], other, nodes[ranks[0]].host) if racks else None)
     racks: dict[int | None, list[int]] = {}
     for h, key in enumerate(keys):
         racks.setdefault(key, []).append(h)
@@ -265,23 +265,46 @@ class _Writer:
         if not items:
             return
         hosts = np.array(self.levels.hosts, dtype=np.int64)  # (H, L)
+        pieces = np.stack([self.origin(hosts.ravel(), offsets).reshape(hosts.shape) for offsets, _ in items], axis=-1)
+        extra = np.array([c for _, c in items], dtype=np.int64)
+        self.inside_chunks(t, pieces * self.k + extra[None, None, :], inner, host_of)
+
+    def inside_chunks(
+        self,
+        t: int,
+        chunks: np.ndarray,
+        inner: list[tuple[Schedule, list[np.ndarray]]],
+        host_of: np.ndarray,
+        sources: np.ndarray | None = None,
+    ) -> None:
+        """Every host runs its allgather schedule from step t, local rank ℓ of host h standing for
+        the chunks ``chunks[h, ℓ, :]``; with ``sources`` (local ranks), only the pieces of those
+        ranks are spread (the other ranks have nothing to share: the transfers of their pieces are
+        left out, which leaves every other piece's tree whole)."""
+        if chunks.shape[2] == 0:
+            return
+        hosts = np.array(self.levels.hosts, dtype=np.int64)  # (H, L)
+        n = chunks.shape[2]
         for kind, (schedule, route_ids) in enumerate(inner):
             chosen = np.flatnonzero(host_of == kind)
             if chosen.size == 0:
                 continue
             members = hosts[chosen]  # (h, L)
-            pieces = np.stack([self.origin(members.ravel(), offsets).reshape(members.shape) for offsets, _ in items], axis=-1)
-            extra = np.array([c for _, c in items], dtype=np.int64)
+            held = chunks[chosen]  # (h, L, n)
             routes = np.stack([route_ids[i] for i in chosen])  # (h, routes of the inner schedule)
             for s in range(schedule.num_steps):
                 sl = schedule.step_slice(s)
                 a, b, p, rt = schedule.src[sl], schedule.dst[sl], schedule.chunk[sl], schedule.route[sl]
-                shape = (chosen.size, a.size, len(items))
+                if sources is not None:
+                    keep = np.isin(p, sources)
+                    a, b, p, rt = a[keep], b[keep], p[keep], rt[keep]
+                    if a.size == 0:
+                        continue
+                shape = (chosen.size, a.size, n)
                 src = np.broadcast_to(members[:, a][:, :, None], shape)
                 dst = np.broadcast_to(members[:, b][:, :, None], shape)
-                chunk = pieces[:, p, :] * self.k + extra[None, None, :]
                 route = np.broadcast_to(routes[:, rt][:, :, None], shape)
-                self.add(t + s, src, dst, chunk, route)
+                self.add(t + s, src, dst, held[:, p, :], route)
 
     def flush(self) -> None:
         """Every step to the builder, its rows already in the builder's canonical order (by
@@ -311,6 +334,23 @@ class InnerSchedules:
     made_on: tuple[tuple[str, ...], ...]
 
 
+def _inner_routes(builder: ScheduleBuilder, levels: Levels, inner: InnerSchedules) -> list[tuple[Schedule, list[np.ndarray]]]:
+    """Per kind of host its schedule and, per host, the builder's ids of its routes (the switch
+    names renamed from the host it was made on to each host of its kind)."""
+    per_kind: list[tuple[Schedule, list[np.ndarray]]] = []
+    for kind, schedule in enumerate(inner.schedules):
+        rename_from = inner.made_on[kind]
+        ids = []
+        for h in range(len(levels.hosts)):
+            if inner.host_kind[h] != kind:
+                ids.append(np.zeros(len(schedule.routes), dtype=np.int64))
+                continue
+            rename = dict(zip(rename_from, inner.switch_names[h]))
+            ids.append(np.array([builder.route_id(tuple(rename[v] for v in via)) for via in schedule.routes], dtype=np.int64))
+        per_kind.append((schedule, ids))
+    return per_kind
+
+
 def allgather(
     topology: Topology,
     collective: Collective,
@@ -330,17 +370,7 @@ def allgather(
         collective, topology, method, {**params, "waves": waves, "caps": list(caps), "levels": list(levels.names)}
     )
     writer = _Writer(topology, levels, collective, builder, routes)
-    per_kind: list[tuple[Schedule, list[np.ndarray]]] = []
-    for kind, schedule in enumerate(inner.schedules):
-        rename_from = inner.made_on[kind]
-        ids = []
-        for h in range(len(levels.hosts)):
-            if inner.host_kind[h] != kind:
-                ids.append(np.zeros(len(schedule.routes), dtype=np.int64))
-                continue
-            rename = dict(zip(rename_from, inner.switch_names[h]))
-            ids.append(np.array([builder.route_id(tuple(rename[v] for v in via)) for via in schedule.routes], dtype=np.int64))
-        per_kind.append((schedule, ids))
+    per_kind = _inner_routes(builder, levels, inner)
     last = levels.num_levels - 1
     for t, step in enumerate(batches):
         for j, items in enumerate(step):
@@ -348,6 +378,122 @@ def allgather(
                 writer.network(t, j, items)
             else:
                 writer.inside(t, items, per_kind, inner.host_kind)
+    writer.flush()
+    return builder.build()
+
+
+@dataclass(frozen=True)
+class Carriers:
+    """Hosts where only some ranks reach the network (an MI250 node: one NIC per package, on its
+    GCD 0): ``carriers`` are the local ranks that do, ``owner[ℓ]`` the carrier whose rail carries
+    local rank ℓ's piece (itself for a carrier; each carrier owns as many pieces)."""
+
+    carriers: tuple[int, ...]
+    owner: tuple[int, ...]
+
+    def owned(self, carrier: int) -> list[int]:
+        """The local pieces a carrier sends across, its own first."""
+        return [carrier] + [i for i, c in enumerate(self.owner) if c == carrier and i != carrier]
+
+
+def carriers_of(part: Topology, reach: list[bool]) -> Carriers | None:
+    """The carriers of a host (``reach[ℓ]``: local rank ℓ reaches the other hosts over switches)
+    and an owner for every other rank: the carrier it has the widest direct link to, each carrier
+    owning the same number of pieces. None if that cannot be balanced."""
+    local = part.num_ranks
+    carriers = [i for i in range(local) if reach[i]]
+    if not carriers or local % len(carriers):
+        return None
+    room = {c: local // len(carriers) - 1 for c in carriers}
+    width: dict[tuple[int, int], float] = {}
+    for link in part.links:
+        if link.src < local and link.dst < local:
+            width[(link.src, link.dst)] = width.get((link.src, link.dst), 0.0) + link.bandwidth
+    owner = list(range(local))
+    others = [i for i in range(local) if not reach[i]]
+    for i in sorted(others, key=lambda i: (-max((width.get((i, c), 0.0) for c in carriers), default=0.0), i)):
+        free = [c for c in carriers if room[c] > 0]
+        if not free:
+            return None
+        best = max(free, key=lambda c: (width.get((i, c), 0.0), -c))
+        owner[i] = best
+        room[best] -= 1
+    return Carriers(tuple(carriers), tuple(owner))
+
+
+def carrier_allgather(
+    topology: Topology,
+    collective: Collective,
+    levels: Levels,
+    inner: InnerSchedules,
+    routes: PairRoutes,
+    carriers: Carriers,
+    waves: int,
+    method: str,
+    params: dict,
+) -> Schedule:
+    """Allgather on hosts where only the carriers reach the network: (1) the host's schedule
+    shares every rank's own piece inside its host; (2) each carrier sends the pieces it owns to
+    the same carrier of every other host, in ``waves`` batches, a batch as soon as the host
+    schedule has brought its pieces; (3) a batch that arrived is spread inside the host from the
+    next step by the host's schedule restricted to the carriers' pieces. Every chunk reaches
+    every rank once. ``levels`` must be (hosts, ranks in a host)."""
+    k = collective.chunks_per_piece
+    hosts = np.array(levels.hosts, dtype=np.int64)  # (H, L)
+    h_count, local = hosts.shape
+    builder = ScheduleBuilder(
+        collective,
+        topology,
+        method,
+        {**params, "waves": waves, "carriers": list(carriers.carriers), "levels": list(levels.names)},
+    )
+    writer = _Writer(topology, levels, collective, builder, routes)
+    per_kind = _inner_routes(builder, levels, inner)
+    own = hosts[:, :, None] * k + np.arange(k, dtype=np.int64)[None, None, :]
+    writer.inside_chunks(0, own, per_kind, inner.host_kind)
+    # when each carrier holds each local piece (the latest over the kinds of host), step after arrival
+    ready = np.zeros((local, local), dtype=np.int64)  # [carrier, piece]
+    for schedule in inner.schedules:
+        steps = schedule.step_of_transfer
+        arrived = np.zeros((local, local), dtype=np.int64)
+        np.maximum.at(arrived, (schedule.dst, schedule.chunk), steps + 1)
+        ready = np.maximum(ready, arrived)
+    owned = [carriers.owned(c) for c in carriers.carriers]
+    per_carrier = len(owned[0])
+    # item i = (position in the owned list, chunk): ready when every carrier has its piece
+    items = [(pos, j) for pos in range(per_carrier) for j in range(k)]
+    item_ready = [max(int(ready[c, owned[n][pos]]) for n, c in enumerate(carriers.carriers)) for pos, _ in items]
+    order = sorted(range(len(items)), key=lambda i: (item_ready[i], i))
+    cap = max(1, -(-len(items) // waves))
+    carrier_ids = np.array(carriers.carriers, dtype=np.int64)
+    t, head = 0, 0
+    while head < len(order):
+        batch = []
+        while head < len(order) and len(batch) < cap and item_ready[order[head]] <= t:
+            batch.append(items[order[head]])
+            head += 1
+        if batch:
+            # chunk sent by carrier n of host h for item (pos, j): piece hosts[h, owned[n][pos]], chunk j
+            sent = np.array(
+                [[[hosts[h, owned[n][pos]] * k + j for pos, j in batch] for n in range(len(owned))] for h in range(h_count)],
+                dtype=np.int64,
+            )  # (H, C, b)
+            src_all, dst_all, chunk_all = [], [], []
+            for d in range(1, h_count):
+                other = (np.arange(h_count) + d) % h_count
+                src_all.append(np.broadcast_to(hosts[:, carrier_ids][:, :, None], sent.shape))
+                dst_all.append(np.broadcast_to(hosts[other][:, carrier_ids][:, :, None], sent.shape))
+                chunk_all.append(sent)
+            src = np.concatenate([x.ravel() for x in src_all])
+            dst = np.concatenate([x.ravel() for x in dst_all])
+            writer.add(t, src, dst, np.concatenate([x.ravel() for x in chunk_all]), writer.route_ids(src, dst))
+            # what every carrier of host g received: the batch of the same carrier of every other host
+            received = np.zeros((h_count, local, (h_count - 1) * len(batch)), dtype=np.int64)
+            for g in range(h_count):
+                others = [(g - d) % h_count for d in range(1, h_count)]
+                received[g][carrier_ids] = np.concatenate([sent[o] for o in others], axis=1)
+            writer.inside_chunks(t + 1, received, per_kind, inner.host_kind, sources=carrier_ids)
+        t += 1
     writer.flush()
     return builder.build()
 
