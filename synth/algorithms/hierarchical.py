@@ -620,13 +620,20 @@ def reduce_scatter(
     return dual_reduction(ag, chosen, NAME, {**ag.params, "dual_of": Kind.ALLGATHER.value})
 
 
-def pipelined_allreduce(topology: Topology, collective: Collective, router: Router, size: int) -> Schedule:
+def pipelined_allreduce(
+    topology: Topology, collective: Collective, router: Router, size: int, waves: int | None = None
+) -> Schedule:
     """Allreduce as the pipelined reduce-scatter (inside the hosts, then across) followed by the
-    pipelined allgather (across, then inside), overlapped per chunk: the allgather's shape and
-    chunks are tuned for ``size`` and the reduce-scatter is its dual with the same ones."""
+    pipelined allgather (across, then inside), overlapped per chunk: the allgather's shape is
+    tuned for ``size`` (or built with ``waves``) and the reduce-scatter is its dual with the same
+    one."""
     per_piece = pieces_for_allreduce(collective, NAME)
-    ag = tuned_allgather(topology, Collective(Kind.ALLGATHER, collective.num_ranks, per_piece), size, per_piece)
-    waves = int(ag.params["waves"])
+    forward_ag = Collective(Kind.ALLGATHER, collective.num_ranks, per_piece)
+    if waves is None:
+        ag = tuned_allgather(topology, forward_ag, size, per_piece)
+        waves = int(ag.params["waves"])
+    else:
+        ag = LevelSetup(topology).build(forward_ag, waves, size)
 
     def forward(t: Topology, c: Collective, r: Router) -> Schedule:
         return LevelSetup(t).build(c, waves, size)
@@ -640,10 +647,22 @@ def pipelined_allreduce(topology: Topology, collective: Collective, router: Rout
     return overlap(rs, ag, collective, NAME, params)
 
 
+def default_allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    """Allreduce without a size: the two-level `allreduce`, or, where its rails cannot be built
+    (hosts whose ranks do not all reach the network), the pipelined one with `DEFAULT_WAVES`."""
+    try:
+        return allreduce(topology, collective, router)
+    except NotApplicable as exc:
+        try:
+            return pipelined_allreduce(topology, collective, router, REFERENCE_SIZE, DEFAULT_WAVES)
+        except NotApplicable:
+            raise exc from None
+
+
 BUILDERS = {
     Kind.ALLGATHER: allgather,
     Kind.REDUCE_SCATTER: reduce_scatter,
-    Kind.ALLREDUCE: allreduce,
+    Kind.ALLREDUCE: default_allreduce,
     Kind.SCATTER: scatter,
     Kind.GATHER: gather,
     Kind.ALLTOALL: alltoall,
