@@ -431,6 +431,10 @@ FIGURES: dict[str, Figure] = {
     "scatter-allgather-dgx2": _scatter_allgather_dgx2,
     "ilp-ndv2x2": _ilp_ndv2x2,
     "greedy-4096": _greedy_4096,
+    "hierarchical-4096": fig(
+        "hierarchical_scale",
+        "{fattree4k[ratio]:.2f} × the per-rank ingress bound in {fattree4k[steps]} steps ({fattree4k[cpu_s]:.1f} s of CPU)",
+    ),
     "greedy-quality": fig("quality-greedy", "{worst_chosen:.2f}"),
     "packing-quality": _packing,
     "auto-quality": _auto,

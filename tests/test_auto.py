@@ -110,10 +110,11 @@ def test_cli_prints_the_choice(tmp_path):
 
 
 def test_identical_candidates_kept_once_and_explanation_short(builtin):
-    """hierarchical allreduce ignores the size, so its runs for several sizes are one candidate;
-    the explanation shows the smallest, middle and largest of many sizes (params hold them all)."""
+    """hierarchical allreduce builds the same schedule for sizes this close (all latency-bound),
+    so its runs for several sizes are one candidate; the explanation shows the smallest, middle and
+    largest of many sizes (params hold them all)."""
     topo = builtin("dgx-a100x2")
-    sizes = [1 << (10 + 2 * i) for i in range(11)]  # 1 KiB .. 1 GiB
+    sizes = [(1 << 10) + 64 * i for i in range(11)]  # 1 KiB .. 1.6 KiB
     schedule = synthesize(topo, "allreduce", "auto", options={"sizes": sizes, "budget": 60})
     labels = [label for label in schedule.params["predicted_us"] if label.startswith("hierarchical")]
     assert len(labels) == 1

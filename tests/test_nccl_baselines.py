@@ -101,8 +101,9 @@ def test_more_generated_topologies(topo):
         for kind in _cases(method):
             try:
                 schedule = synthesize(topo, kind, method, verify=False)
-            except NotApplicable:
-                assert method == "hierarchical" and len(topo.host_groups) < 2
+            except NotApplicable as exc:
+                # hierarchical needs several hosts, and for allgather / reduce-scatter several ranks per host
+                assert method == "hierarchical" and (len(topo.host_groups) < 2 or "several ranks per host" in str(exc))
                 continue
             assert verify(schedule, topo).ok, (method, kind)
             assert numeric_replay(schedule), (method, kind)

@@ -36,20 +36,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms import direct, ring
-from synth.algorithms.engines.builders import by_duality, dispatcher
+from synth.algorithms import direct, greedy, ring
+from synth.algorithms.engines import host_levels
+from synth.algorithms.engines.builders import by_duality, dispatcher, pieces_for_allreduce
 from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
 from synth.algorithms.engines.lowering import logical_step, lower_copies
+from synth.algorithms.engines.pair_routes import PairRoutes
 from synth.algorithms.engines.ring_channels import spread_routes
-from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
+from synth.algorithms.engines.size_tuning import fastest, predicted_us, size_option, timed_sweep
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, ring_order, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
+from synth.transform import dual_reduction
 
 NAME = "hierarchical"
+#: the size allgather and reduce-scatter choose their host schedules for when given none
+REFERENCE_SIZE = 1 << 30
 _EPS = 1e-9
 #: the methods `inner_method` chooses between, run (and verified) on a host or a rail
 INNER = {direct.NAME: direct.METHOD, ring.NAME: ring.METHOD}
@@ -404,8 +409,260 @@ def reduce(
     return by_duality(forward, topology, collective, NAME)
 
 
+# ============================================================================ pipelined allgather
+#: methods tried inside a host for the pipelined allgather (one chunk per piece, made on the host alone)
+HOST_METHODS = {direct.NAME: direct.METHOD, ring.NAME: ring.METHOD, greedy.NAME: greedy.METHOD}
+#: waves (`host_levels.caps_for`) and chunks per piece tried for allgather with the ``size`` option
+AG_WAVES = (1, 2, 4, 8, 16, 32, 64)
+AG_CHUNKS = (1, 2, 4, 8, 16)
+#: allgather candidates are built whole and timed while they have at most this many transfers; on
+#: larger machines the waves are chosen by `_estimate` and only the chosen schedule is built
+FULL_TIMING_TRANSFERS = 600_000
+#: on those larger machines, chunks per piece are tried (by estimate) while the schedule has at most
+#: this many transfers (1,024 ranks: up to 4 chunks; 4,096 ranks: one)
+ESTIMATED_TRANSFERS = 5_000_000
+#: waves used without a size
+DEFAULT_WAVES = 8
+
+
+class LevelSetup:
+    """What every pipelined allgather candidate on one machine shares: the levels, the switch
+    routes, the kinds of host (equal `host_levels.host_signature`) and the inner schedules made so far."""
+
+    def __init__(self, topology: Topology):
+        hosts = host_ranks(topology)
+        if len(hosts[0]) == 1:
+            raise NotApplicable(f"hierarchical allgather needs several ranks per host; {topology.name} has one")
+        self.topology = topology
+        self.routes = PairRoutes(topology)
+        # local ranks that reach the same local rank of the other hosts over switches
+        reach = [
+            all(self.routes.route_id(hosts[a][i], hosts[b][i]) >= 0 for a, b in ((0, 1), (1, 0), (0, len(hosts) - 1)))
+            for i in range(len(hosts[0]))
+        ]
+        self.levels = host_levels.machine_levels(topology, hosts, self.routes, racks=all(reach))
+        kinds: dict[tuple, int] = {}
+        self.parts: list[Topology] = []
+        self.made_on: list[tuple[str, ...]] = []
+        host_kind, names = [], []
+        for h, ranks in enumerate(self.levels.hosts):
+            part = host_levels.host_topology(topology, ranks, f"{topology.name}/host{h}")
+            signature = host_levels.host_signature(part)
+            switch_names = tuple(s.name for s in part.switches)
+            if signature not in kinds:
+                if not connected(part):
+                    raise NotApplicable(f"hierarchical: the ranks of host {h} ({list(ranks)}) cannot reach each other inside it")
+                kinds[signature] = len(self.parts)
+                self.parts.append(part)
+                self.made_on.append(switch_names)
+            host_kind.append(kinds[signature])
+            names.append(switch_names)
+        self.host_kind = np.array(host_kind, dtype=np.int64)
+        self.switch_names = tuple(names)
+        #: None when every rank reaches the network, else the carriers (`host_levels.carrier_allgather`)
+        self.carriers: host_levels.Carriers | None = None
+        if not all(reach):
+            self.carriers = host_levels.carriers_of(self.parts[0], reach)
+            if self.carriers is None or len(self.parts) > 1:
+                bad = reach.index(False)
+                raise NotApplicable(
+                    f"hierarchical: rank {hosts[0][bad]} of {topology.name} has no switch-only route to the same rank of the "
+                    f"other hosts, and its host's ranks that do cannot carry the others' pieces evenly"
+                )
+        self._inner: dict[tuple[int, str], Schedule | None] = {}
+        self._probes: dict[tuple[int, int], Schedule] = {}
+        self._probe_times: dict[tuple[int, int, int], tuple[float, float]] = {}
+
+    def inner_schedule(self, kind: int, name: str) -> Schedule | None:
+        key = (kind, name)
+        if key not in self._inner:
+            try:
+                self._inner[key] = HOST_METHODS[name].synthesize(self.parts[kind], Kind.ALLGATHER, chunks=1)
+            except NotApplicable:
+                self._inner[key] = None
+        return self._inner[key]
+
+    def inner(self, size: int) -> tuple[host_levels.InnerSchedules, list[str]]:
+        """Per kind of host the fastest of `HOST_METHODS` for a host allgather of ``size`` bytes."""
+        chosen, names = [], []
+        for kind, part in enumerate(self.parts):
+            best: tuple[float, int, str, Schedule] | None = None
+            for order, name in enumerate(HOST_METHODS):
+                schedule = self.inner_schedule(kind, name)
+                if schedule is None:
+                    continue
+                key = (predicted_us(schedule, part, [max(1, size)])[0], order, name, schedule)
+                if best is None or key[:2] < best[:2]:
+                    best = key
+            if best is None:
+                raise NotApplicable(f"hierarchical: no method makes an allgather inside host kind {kind} of {self.topology.name}")
+            chosen.append(best[3])
+            names.append(best[2])
+        inner = host_levels.InnerSchedules(tuple(chosen), self.host_kind, self.switch_names, tuple(self.made_on))
+        return inner, names
+
+    def build(self, collective: Collective, waves: int, size: int) -> Schedule:
+        """The pipelined allgather with ``waves`` waves, its host schedules chosen for ``size``."""
+        levels = self.levels
+        k = collective.chunks_per_piece
+        caps = host_levels.caps_for(levels.dims, k, waves)
+        block = levels.dims[-1] * caps[-1] * size // (collective.num_ranks * k)
+        inner, names = self.inner(block)
+        params = {
+            "phases": [f"allgather across {name}" for name in levels.names[:-1]] + ["allgather in hosts (pipelined)"],
+            "dims": list(levels.dims),
+            "inside": names[0] if len(set(names)) == 1 else names,
+            "chosen_at_size": size,
+        }
+        if self.carriers is not None:
+            params["phases"] = ["allgather in hosts", "carriers across hosts", "from the carriers in hosts (pipelined)"]
+            return host_levels.carrier_allgather(
+                self.topology, collective, levels, inner, self.routes, self.carriers, waves, NAME, params
+            )
+        return host_levels.allgather(self.topology, collective, levels, inner, self.routes, waves, NAME, params)
+
+    def estimate(self, collective: Collective, waves: int, size: int) -> float:
+        """The step-synchronous time (µs) of `build`'s schedule at ``size``, estimated without
+        building it: per level a one-step probe (every rank sends one item to every peer of its
+        group; inside a host, the host schedule) gives the step's fixed and per-item time, and a
+        step of the plan lasts as long as its slowest level. Links shared by two levels in the
+        same step are not counted twice, so it is optimistic there; it ranks the waves of one
+        machine, and large machines only use it to choose them."""
+        levels = self.levels
+        r, k = collective.num_ranks, collective.chunks_per_piece
+        caps = host_levels.caps_for(levels.dims, k, waves)
+        item = max(1, size // (r * k))
+        block = levels.dims[-1] * caps[-1] * item
+        inner, _ = self.inner(block)
+        fixed, per_item = [], []
+        for j in range(levels.num_levels - 1):
+            key = (k, j, size)
+            if key not in self._probe_times:
+                tiny, full = predicted_us(self.probe(collective, j), self.topology, [r * k, size])
+                self._probe_times[key] = (tiny, max(0.0, full - tiny))
+            fixed.append(self._probe_times[key][0])
+            per_item.append(self._probe_times[key][1])
+        worst_in, worst_fixed = 0.0, 0.0
+        for kind, schedule in enumerate(inner.schedules):
+            part = self.parts[kind]
+            tiny, full = predicted_us(schedule, part, [part.num_ranks, part.num_ranks * item])
+            worst_fixed = max(worst_fixed, tiny)
+            worst_in = max(worst_in, full - tiny)
+        fixed.append(worst_fixed)
+        per_item.append(max(0.0, worst_in))
+        total = 0.0
+        for step in host_levels.plan_batches(levels.dims, k, caps):
+            total += max((fixed[j] + len(items) * per_item[j] for j, items in enumerate(step) if items), default=0.0)
+        return total
+
+    def probe(self, collective: Collective, level: int) -> Schedule:
+        key = (collective.chunks_per_piece, level)
+        if key not in self._probes:
+            self._probes[key] = host_levels.probe(self.topology, self.levels, collective, self.routes, level, NAME)
+        return self._probes[key]
+
+
+def allgather(
+    topology: Topology,
+    collective: Collective,
+    router: Router,
+    *,
+    waves: int = DEFAULT_WAVES,
+    size: int | None = None,
+    setup: LevelSetup | None = None,
+) -> Schedule:
+    """Pipelined allgather over the machine's levels (`host_levels`): across racks and hosts over
+    the NICs, then inside every host with the fastest host schedule; ``waves`` as there."""
+    setup = setup or LevelSetup(topology)
+    return setup.build(collective, waves, size or REFERENCE_SIZE)
+
+
+def tuned_allgather(
+    topology: Topology, collective: Collective, size: int, requested: int | None, setup: LevelSetup | None = None
+) -> Schedule:
+    """The fastest pipelined allgather at ``size`` over `AG_WAVES` and (unless the caller fixed the
+    chunks) `AG_CHUNKS`. Candidates are built and timed while they have at most
+    `FULL_TIMING_TRANSFERS` transfers (the waves swept in increasing order, given up after two
+    slower ones in a row); on larger machines the chunks and waves with the best
+    `LevelSetup.estimate` are built, the chunks limited by `ESTIMATED_TRANSFERS`."""
+    setup = setup or LevelSetup(topology)
+    r = collective.num_ranks
+    kind = collective.kind
+    if requested is not None:
+        counts = [requested]
+    else:
+        counts = [k for k in AG_CHUNKS if r * (r - 1) * k <= FULL_TIMING_TRANSFERS] or [1]
+    if r * (r - 1) * counts[0] > FULL_TIMING_TRANSFERS and setup.carriers is None:
+        if requested is None:
+            counts = [k for k in AG_CHUNKS if r * (r - 1) * k <= ESTIMATED_TRANSFERS] or [1]
+        estimates = [(setup.estimate(Collective(kind, r, k), w, size), k, w) for k in counts for w in AG_WAVES]
+        _, k, waves = min(estimates)
+        return setup.build(Collective(kind, r, k), waves, size)
+    timed = []
+    for k in counts:
+        one = Collective(kind, r, k)
+        timed += timed_sweep(AG_WAVES, lambda w, one=one: setup.build(one, w, size), topology, size, patience=2)
+    return fastest(timed)
+
+
+def reduce_scatter(
+    topology: Topology, collective: Collective, router: Router, *, size: int | None = None, requested: int | None = None
+) -> Schedule:
+    """The allgather's dual (time reversed on the reversed machine): reduce inside every host
+    first, then across the hosts and racks. With ``size`` the allgather is tuned there, and the
+    reduce-scatter takes its chunk count."""
+    if size is None:
+        return by_duality(allgather, topology, collective, NAME)
+    reversed_topology = topology.reversed()
+    forward = Collective(Kind.ALLGATHER, collective.num_ranks, collective.chunks_per_piece)
+    ag = tuned_allgather(reversed_topology, forward, size, requested)
+    chosen = Collective(Kind.REDUCE_SCATTER, collective.num_ranks, ag.collective.chunks_per_piece)
+    return dual_reduction(ag, chosen, NAME, {**ag.params, "dual_of": Kind.ALLGATHER.value})
+
+
+def pipelined_allreduce(
+    topology: Topology, collective: Collective, router: Router, size: int, waves: int | None = None
+) -> Schedule:
+    """Allreduce as the pipelined reduce-scatter (inside the hosts, then across) followed by the
+    pipelined allgather (across, then inside), overlapped per chunk: the allgather's shape is
+    tuned for ``size`` (or built with ``waves``) and the reduce-scatter is its dual with the same
+    one."""
+    per_piece = pieces_for_allreduce(collective, NAME)
+    forward_ag = Collective(Kind.ALLGATHER, collective.num_ranks, per_piece)
+    if waves is None:
+        ag = tuned_allgather(topology, forward_ag, size, per_piece)
+        waves = int(ag.params["waves"])
+    else:
+        ag = LevelSetup(topology).build(forward_ag, waves, size)
+
+    def forward(t: Topology, c: Collective, r: Router) -> Schedule:
+        return LevelSetup(t).build(c, waves, size)
+
+    rs = by_duality(forward, topology, Collective(Kind.REDUCE_SCATTER, collective.num_ranks, per_piece), NAME)
+    params = {
+        "phases": ["reduce-scatter: in hosts, then across", "allgather: across, then in hosts"],
+        "allgather": dict(ag.params),
+        "chosen_at_size": size,
+    }
+    return overlap(rs, ag, collective, NAME, params)
+
+
+def default_allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+    """Allreduce without a size: the two-level `allreduce`, or, where its rails cannot be built
+    (hosts whose ranks do not all reach the network), the pipelined one with `DEFAULT_WAVES`."""
+    try:
+        return allreduce(topology, collective, router)
+    except NotApplicable as exc:
+        try:
+            return pipelined_allreduce(topology, collective, router, REFERENCE_SIZE, DEFAULT_WAVES)
+        except NotApplicable:
+            raise exc from None
+
+
 BUILDERS = {
-    Kind.ALLREDUCE: allreduce,
+    Kind.ALLGATHER: allgather,
+    Kind.REDUCE_SCATTER: reduce_scatter,
+    Kind.ALLREDUCE: default_allreduce,
     Kind.SCATTER: scatter,
     Kind.GATHER: gather,
     Kind.ALLTOALL: alltoall,
@@ -416,7 +673,9 @@ COLLECTIVES = frozenset(BUILDERS)
 _dispatch = dispatcher(NAME, BUILDERS)
 OPTIONS = frozenset({"size"})
 #: the collectives whose chunk count the ``size`` option chooses
-TUNED = frozenset({Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL, Kind.BROADCAST, Kind.REDUCE})
+TUNED = frozenset(
+    {Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL, Kind.BROADCAST, Kind.REDUCE, Kind.ALLGATHER, Kind.REDUCE_SCATTER, Kind.ALLREDUCE}
+)
 #: chunks per piece tried for gather, scatter and alltoall with the ``size`` option
 CHUNK_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 #: waves of L − 1 chunks (one per carrier) tried for broadcast and reduce: a chain along a rail of
@@ -454,6 +713,12 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     if size is None or kind not in TUNED:
         return _dispatch(topology, collective, router)
     requested = options.get("requested_chunks")
+    if kind is Kind.ALLGATHER:
+        return tuned_allgather(topology, collective, size, requested)
+    if kind is Kind.REDUCE_SCATTER:
+        return reduce_scatter(topology, collective, router, size=size, requested=requested)
+    if kind is Kind.ALLREDUCE:
+        return _tuned_allreduce(topology, collective, router, size, requested)
     if kind in _TREES:
         return _tuned_tree(topology, collective, router, size, requested)
     if requested is not None:
@@ -463,6 +728,31 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         return _dispatch(topology, Collective(kind, collective.num_ranks, k, collective.root), router)
 
     return fastest(timed_sweep(CHUNK_CHOICES, build, topology, size))
+
+
+#: chunks per share (allreduce's chunks per piece over the rank count) tried for the pipelined allreduce
+AR_SHARES = (1, 2, 4, 8)
+
+
+def _tuned_allreduce(topology: Topology, collective: Collective, router: Router, size: int, requested: int | None) -> Schedule:
+    """The faster at ``size`` of the two-level allreduce (`allreduce`: whole phases overlapped per
+    chunk, rings or direct inside) and the pipelined one (`pipelined_allreduce`), over the chunk
+    counts of `AR_SHARES` unless the caller fixed them."""
+    r = collective.num_ranks
+    counts = (
+        [requested] if requested is not None else [r * s for s in AR_SHARES if r * (r - 1) * s <= FULL_TIMING_TRANSFERS] or [r]
+    )
+    candidates: list[Schedule] = []
+    for k in counts:
+        one = Collective(Kind.ALLREDUCE, r, k, collective.root)
+        for build in (allreduce, lambda t, c, rt: pipelined_allreduce(t, c, rt, size)):
+            try:
+                candidates.append(build(topology, one, router))
+            except NotApplicable:
+                continue
+    if not candidates:
+        return allreduce(topology, collective, router)
+    return fastest((predicted_us(s, topology, [size])[0], s) for s in candidates)
 
 
 def _tuned_tree(topology: Topology, collective: Collective, router: Router, size: int, requested: int | None) -> Schedule:
