@@ -15,7 +15,7 @@ from synth.errors import InputError, SynthError
 from synth.fileio import prepare_output_dir, write_text_atomic
 from synth.routing import Router, ring_order
 from synth.text import printable
-from synth.topology import Topology, load_topology, topology_to_json
+from synth.topology import Topology, load_topology, topology_from_document, topology_to_json
 
 
 @click.group(short_help="List, show, validate and generate topologies.")
@@ -305,3 +305,306 @@ def gen_fattree(racks, servers, gpus, nvlink_bandwidth, nic_bandwidth, oversubsc
         spines=spines,
         name=name,
     )
+
+
+# ------------------------------------------------------------------- machines nobody tuned for
+def _parse_degrade(text: str) -> tuple[str, str, float]:
+    """``A:B:FACTOR`` (FACTOR a number in (0, 1] or ``1/N``) → (A, B, factor)."""
+    parts = text.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0] or not parts[1]:
+        raise InputError("synth topo gen", "--degrade", text, "expected NODE_A:NODE_B:FACTOR, e.g. n0-nic3:network:1/10")
+    a, b, rate = parts
+    try:
+        if "/" in rate:
+            num, den = rate.split("/", 1)
+            factor = float(num) / float(den)
+        else:
+            factor = float(rate)
+    except (ValueError, ZeroDivisionError):
+        raise InputError("synth topo gen", "--degrade", text, "the factor must be a number such as 0.1 or 1/10") from None
+    return a, b, factor
+
+
+def _generate_family(builder, output: str | None, degrade: str | None, **kwargs) -> None:
+    """Build a family member, optionally with one link degraded (`synth.generators.degrade`)."""
+    try:
+        t = builder(**kwargs)
+    except ValueError as exc:
+        raise InputError("synth topo gen", "parameters", {k: v for k, v in kwargs.items() if v is not None}, str(exc)) from None
+    if degrade:
+        a, b, factor = _parse_degrade(degrade)
+        try:
+            t = gen.degrade(t, a, b, factor)
+        except ValueError as exc:
+            raise InputError("synth topo gen", "--degrade", degrade, str(exc)) from None
+    _emit(t, output)
+
+
+def _degradable(func):
+    func = click.option(
+        "--degrade",
+        default=None,
+        metavar="A:B:FACTOR",
+        help="Run the link between nodes A and B (both directions) at FACTOR of its rate, e.g. n0-nic3:network:1/10.",
+    )(func)
+    return _common(func)
+
+
+@gen_group.command("mi250")
+@click.option("--packages", type=int, default=8, show_default=True, help="MI250 packages per node (2 GCDs = 2 ranks each).")
+@click.option("--nodes", type=int, default=1, show_default=True)
+@click.option("--link-bandwidth", type=float, default=50.0, show_default=True, help="GB/s per xGMI link per direction.")
+@click.option("--nic-bandwidth", type=float, default=25.0, show_default=True, help="One NIC per package (nodes > 1).")
+@_degradable
+def gen_mi250(packages, nodes, link_bandwidth, nic_bandwidth, degrade, name, output):
+    """AMD MI250-like nodes: GCD pairs joined by 4, 2 or 1 xGMI links."""
+    _generate_family(
+        gen.mi250,
+        output,
+        degrade,
+        packages=packages,
+        nodes=nodes,
+        link_bandwidth=link_bandwidth,
+        nic_bandwidth=nic_bandwidth,
+        name=name,
+    )
+
+
+@gen_group.command("mi300x")
+@click.option("--nodes", type=int, default=1, show_default=True)
+@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs per node, fully connected.")
+@click.option("--link-bandwidth", type=float, default=64.0, show_default=True, help="GB/s per xGMI link per direction.")
+@click.option("--nic-bandwidth", type=float, default=50.0, show_default=True, help="One NIC per GPU (nodes > 1).")
+@click.option("--rails", type=int, default=1, show_default=True, help="Network switches; GPU g's NIC on rail g mod rails.")
+@_degradable
+def gen_mi300x(nodes, gpus, link_bandwidth, nic_bandwidth, rails, degrade, name, output):
+    """AMD MI300X-like nodes: GPUs fully connected by xGMI, a NIC per GPU between nodes."""
+    _generate_family(
+        gen.mi300x,
+        output,
+        degrade,
+        nodes=nodes,
+        gpus=gpus,
+        link_bandwidth=link_bandwidth,
+        nic_bandwidth=nic_bandwidth,
+        rails=rails,
+        name=name,
+    )
+
+
+@gen_group.command("gaudi")
+@click.option("--boxes", type=int, default=1, show_default=True)
+@click.option("--gpus", type=int, default=8, show_default=True, help="Accelerators per box.")
+@click.option("--port-bandwidth", type=float, default=25.0, show_default=True, help="GB/s per RoCE port (Gaudi 2: 12.5).")
+@click.option("--ports-per-peer", type=int, default=3, show_default=True)
+@click.option("--scaleout-ports", type=int, default=3, show_default=True, help="Ports per accelerator to the leaf switches.")
+@_degradable
+def gen_gaudi(boxes, gpus, port_bandwidth, ports_per_peer, scaleout_ports, degrade, name, output):
+    """Gaudi-style boxes: all-to-all RoCE ports inside, scale-out ports on leaf switches."""
+    _generate_family(
+        gen.gaudi,
+        output,
+        degrade,
+        boxes=boxes,
+        gpus=gpus,
+        port_bandwidth=port_bandwidth,
+        ports_per_peer=ports_per_peer,
+        scaleout_ports=scaleout_ports,
+        name=name,
+    )
+
+
+@gen_group.command("multihost")
+@click.option("--hosts", type=int, default=4, show_default=True)
+@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs per host.")
+@click.option("--fabric", type=click.Choice(["nvswitch", "pcie"]), default="nvswitch", show_default=True)
+@click.option("--fabric-bandwidth", type=float, default=None, help="GB/s per GPU inside a host (default 300 nvswitch, 24 pcie).")
+@click.option("--nic", type=click.Choice(["gpu", "host"]), default="gpu", show_default=True, help="A NIC per GPU or per host.")
+@click.option("--nic-bandwidth", type=float, default=25.0, show_default=True)
+@click.option("--pcie-bandwidth", type=float, default=24.0, show_default=True, help="GPU to a host's shared NIC.")
+@_degradable
+def gen_multihost(hosts, gpus, fabric, fabric_bandwidth, nic, nic_bandwidth, pcie_bandwidth, degrade, name, output):
+    """Hosts on one network switch, with a NIC per GPU or one per host."""
+    _generate_family(
+        gen.multihost,
+        output,
+        degrade,
+        hosts=hosts,
+        gpus=gpus,
+        fabric=fabric,
+        fabric_bandwidth=fabric_bandwidth,
+        nic=nic,
+        nic_bandwidth=nic_bandwidth,
+        pcie_bandwidth=pcie_bandwidth,
+        name=name,
+    )
+
+
+@gen_group.command("rail-only")
+@click.option("--hosts", type=int, default=4, show_default=True)
+@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs per host (= rails).")
+@click.option("--nvlink-bandwidth", type=float, default=450.0, show_default=True, help="NVSwitch GB/s per GPU.")
+@click.option("--nic-bandwidth", type=float, default=50.0, show_default=True)
+@_degradable
+def gen_rail_only(hosts, gpus, nvlink_bandwidth, nic_bandwidth, degrade, name, output):
+    """Rail-only network: GPU g of every host on rail switch g, no spine."""
+    _generate_family(
+        gen.rail_only,
+        output,
+        degrade,
+        hosts=hosts,
+        gpus=gpus,
+        nvlink_bandwidth=nvlink_bandwidth,
+        nic_bandwidth=nic_bandwidth,
+        name=name,
+    )
+
+
+@gen_group.command("fattree3")
+@click.option("--pods", type=int, default=2, show_default=True)
+@click.option("--racks", type=int, default=2, show_default=True, help="Racks (leaf switches) per pod.")
+@click.option("--servers", type=int, default=2, show_default=True, help="Servers per rack.")
+@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs per server.")
+@click.option("--nic-bandwidth", type=float, default=50.0, show_default=True, help="GB/s per NIC (one per GPU).")
+@click.option("--leaf-oversubscription", type=float, default=1.0, show_default=True, help="Leaf downlink : uplink.")
+@click.option("--spine-oversubscription", type=float, default=1.0, show_default=True, help="Spine downlink : uplink.")
+@click.option("--spines", type=int, default=2, show_default=True, help="Spine switches per pod.")
+@click.option("--cores", type=int, default=2, show_default=True)
+@_degradable
+def gen_fattree3(
+    pods, racks, servers, gpus, nic_bandwidth, leaf_oversubscription, spine_oversubscription, spines, cores, degrade, name, output
+):
+    """3-tier fat-tree (leaf, spine, core) of NVSwitch servers, oversubscribed at two tiers."""
+    _generate_family(
+        gen.fattree3,
+        output,
+        degrade,
+        pods=pods,
+        racks=racks,
+        servers=servers,
+        gpus=gpus,
+        nic_bandwidth=nic_bandwidth,
+        leaf_oversubscription=leaf_oversubscription,
+        spine_oversubscription=spine_oversubscription,
+        spines=spines,
+        cores=cores,
+        name=name,
+    )
+
+
+@gen_group.command("torus3d")
+@click.option("--x", "x", type=int, default=4, show_default=True)
+@click.option("--y", "y", type=int, default=4, show_default=True)
+@click.option("--z", "z", type=int, default=4, show_default=True)
+@_bw(50.0)
+@_lat(0.5)
+@_degradable
+def gen_torus3d(x, y, z, bandwidth, latency, degrade, name, output):
+    """X x Y x Z 3-D torus (TPU-like)."""
+    _generate_family(gen.torus3d, output, degrade, x=x, y=y, z=z, bandwidth=bandwidth, latency=latency, name=name)
+
+
+@gen_group.command("dragonfly")
+@click.option("--groups", type=int, default=4, show_default=True)
+@click.option("--routers", type=int, default=4, show_default=True, help="Routers per group (all-to-all inside).")
+@click.option("--ranks-per-router", type=int, default=2, show_default=True)
+@click.option("--global-links", type=int, default=1, show_default=True, help="Links between every pair of groups.")
+@click.option("--nic-bandwidth", type=float, default=25.0, show_default=True)
+@click.option("--local-bandwidth", type=float, default=25.0, show_default=True)
+@click.option("--global-bandwidth", type=float, default=25.0, show_default=True, help="GB/s per global link.")
+@_degradable
+def gen_dragonfly(
+    groups, routers, ranks_per_router, global_links, nic_bandwidth, local_bandwidth, global_bandwidth, degrade, name, output
+):
+    """Dragonfly: groups of all-to-all routers, global links between every pair of groups."""
+    _generate_family(
+        gen.dragonfly,
+        output,
+        degrade,
+        groups=groups,
+        routers=routers,
+        ranks_per_router=ranks_per_router,
+        global_links=global_links,
+        nic_bandwidth=nic_bandwidth,
+        local_bandwidth=local_bandwidth,
+        global_bandwidth=global_bandwidth,
+        name=name,
+    )
+
+
+@gen_group.command("nvl72")
+@click.option("--gpus", type=int, default=72, show_default=True, help="GPUs on the NVLink domain of a rack.")
+@click.option("--racks", type=int, default=1, show_default=True)
+@click.option("--nvlink-bandwidth", type=float, default=900.0, show_default=True, help="GB/s per GPU per direction.")
+@click.option("--nic-bandwidth", type=float, default=100.0, show_default=True, help="One NIC per GPU (racks > 1).")
+@click.option("--rails", type=int, default=4, show_default=True)
+@_degradable
+def gen_nvl72(gpus, racks, nvlink_bandwidth, nic_bandwidth, rails, degrade, name, output):
+    """NVL72-like racks: 72 GPUs on one NVLink switch domain."""
+    _generate_family(
+        gen.nvl72,
+        output,
+        degrade,
+        gpus=gpus,
+        racks=racks,
+        nvlink_bandwidth=nvlink_bandwidth,
+        nic_bandwidth=nic_bandwidth,
+        rails=rails,
+        name=name,
+    )
+
+
+def _parse_layout(text: str) -> tuple[tuple[int, int, float], ...]:
+    """``SOCKET:GPUSxGBPS,...`` → ((socket, gpus, GB/s), ...)."""
+    entries = []
+    for item in text.split(","):
+        try:
+            socket, rest = item.strip().split(":", 1)
+            count, bandwidth = rest.lower().split("x", 1)
+            entries.append((int(socket), int(count), float(bandwidth)))
+        except ValueError:
+            raise InputError(
+                "synth topo gen pcie-asym",
+                "--layout",
+                text,
+                f"expected SOCKET:GPUSxGBPS entries, e.g. 0:4x24,1:2x12 (at {item!r})",
+            ) from None
+    return tuple(entries)
+
+
+@gen_group.command("pcie-asym")
+@click.option(
+    "--layout",
+    default="0:4x24,0:2x12,1:2x24",
+    show_default=True,
+    help="PCIe switches as SOCKET:GPUSxGBPS, comma-separated (GB/s per link: Gen4 x16 24, Gen3 x16 12).",
+)
+@click.option("--inter-socket-bandwidth", type=float, default=10.0, show_default=True, help="UPI/xGMI GB/s.")
+@_degradable
+def gen_pcie_asym(layout, inter_socket_bandwidth, degrade, name, output):
+    """PCIe server whose switches carry unequal numbers of GPUs at unequal speeds."""
+    _generate_family(
+        gen.pcie_asymmetric,
+        output,
+        degrade,
+        layout=_parse_layout(layout),
+        inter_socket_bandwidth=inter_socket_bandwidth,
+        name=name,
+    )
+
+
+@gen_group.command("random")
+@click.option("--seed", type=int, required=True, help="Same seed (and family) = byte-identical file.")
+@click.option("--family", type=click.Choice(list(gen.RANDOM_FAMILIES)), default=None, help="Default: drawn from the seed.")
+@_common
+def gen_random(seed, family, name, output):
+    """A random machine of one of the families above, parameters drawn from the seed."""
+    try:
+        t = gen.random_machine(seed, family)
+    except ValueError as exc:
+        raise InputError("synth topo gen random", "--seed", seed, str(exc)) from None
+    if name:
+        doc = t.to_document()
+        doc["name"] = name
+        t = topology_from_document(doc, source=f"<generated {name}>")
+    _emit(t, output)
