@@ -70,7 +70,7 @@ def synthesize_auto(topology: Topology, kind: Kind, size: int, budget: float | N
     """auto's schedule for one size, as ``synth synthesize -m auto --size S`` makes it: the
     benchmark's only call into the method registry (point it at the new registry module here when
     it moves). ``budget`` None keeps auto's own time budget."""
-    from synth.algorithms import synthesize
+    from synth.registry import synthesize
 
     options: dict[str, Any] = {"size": size} if budget is None else {"size": size, "budget": budget}
     return synthesize(topology, kind, "auto", options=options)
