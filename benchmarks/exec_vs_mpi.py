@@ -9,7 +9,8 @@ many rounds at 8 B as at 64 MiB), and the ratios the targets name: at 64 MiB, MP
 MPI_Allreduce algbw (target >= 0.8) and multiprocessing backend algbw / MPI_Allreduce algbw
 (target >= 0.5); at 8 B, MPI backend latency / MPI_Allreduce latency (target <= 3), also round by
 round. The MPI figures come from one mpiexec job that alternates our executor and MPI_Allreduce
-round by round; the multiprocessing figures from one run right after it.
+round by round; the multiprocessing figures from one run right after it. With the default rounds
+and iterations the run is recorded in results/exec_vs_mpi.json.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _results import Capture, record
 
 RANKS = 4
 SIZES = (8, 64 * 2**20)
@@ -137,6 +139,14 @@ def main() -> None:
         mpi = {int(k): v for k, v in json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout).items()}
         mp_results = _mp(args)
         elapsed = time.time() - started
+    with Capture() as out:
+        figures = report(args, load, mpi, mp_results, elapsed)
+    if (args.rounds, args.iters) == (9, 20):
+        record("exec_vs_mpi", ".venv/bin/python benchmarks/exec_vs_mpi.py", out.text, figures)
+
+
+def report(args, load, mpi, mp_results, elapsed) -> dict:
+    """Print the table and the target ratios; the figures to record."""
     print(
         f"ring allreduce, {RANKS} ranks, float32 sum; median of {args.rounds} rounds at 64 MiB and "
         f"{args.rounds * SMALL_ROUNDS} at 8 B (mean time per call, slowest rank)"
@@ -163,6 +173,15 @@ def main() -> None:
     print(f"        the same, round by round (each round times both in turn): median {mid:.2f}, quartiles {low:.2f}..{high:.2f}")
     print(f"8 B:    mp backend latency / MPI_Allreduce       = {medians[(small, 'synth-mp')] / native_small:.2f}  (no target)")
     print(f"wall time {elapsed:.1f} s")
+    return {
+        "load_before": round(load[0], 2),
+        "medians_us": {f"{size} {name}": round(t, 2) for (size, name), t in medians.items()},
+        "mpi_algbw_over_native_64mib": round(native_big / medians[(big, "synth-mpi")], 6),
+        "mp_algbw_over_native_64mib": round(native_big / medians[(big, "synth-mp")], 6),
+        "mpi_latency_over_native_8b": round(medians[(small, "synth-mpi")] / native_small, 6),
+        "mpi_latency_over_native_8b_paired": {"median": round(mid, 6), "q1": round(low, 6), "q3": round(high, 6)},
+        "mp_latency_over_native_8b": round(medians[(small, "synth-mp")] / native_small, 6),
+    }
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ fresh process, so its peak memory (resident set) is its own; the schedule's own 
 columns (33 bytes per transfer). Quality: the step-synchronous time at 1 GiB over the per-rank
 ingress bound, (R - 1)/R x size / (a rank's in-link bandwidth).
 
-    .venv/bin/python benchmarks/greedy_scale.py            # every case
+    .venv/bin/python benchmarks/greedy_scale.py            # every case; records results/greedy_scale.json
     .venv/bin/python benchmarks/greedy_scale.py --case torus64
 """
 
@@ -22,6 +22,8 @@ import resource
 import subprocess
 import sys
 import time
+
+from _results import Capture, record
 
 CASES = {
     "torus32": ("torus 32x32", "1,024 ranks, 25 GB/s links", lambda gen: gen.torus(32, 32)),
@@ -84,25 +86,36 @@ def main() -> None:
     if args.json:
         print(json.dumps(run_case(args.case[0])))
         return
+    with Capture() as out:
+        rows = report(args.case or list(CASES))
+    if not args.case:
+        figures = {key: {k: round(v, 6) if isinstance(v, float) else v for k, v in row.items()} for key, row in rows.items()}
+        record("greedy_scale", ".venv/bin/python benchmarks/greedy_scale.py", out.text, figures)
+
+
+def report(keys: list[str]) -> dict[str, dict]:
+    """Run each case in a fresh process and print its row; the rows by case key."""
+    rows = {}
     print(
         f"{'case':18s} {'ranks':>6s} {'synthesize':>11s} {'cpu':>8s} {'steps':>6s} {'transfers':>11s}"
         f" {'schedule':>9s} {'peak RSS':>9s} {'vs ingress':>10s}  load"
     )
-    for key in args.case or list(CASES):
+    for key in keys:
         out = subprocess.run([sys.executable, __file__, "--json", "--case", key], capture_output=True, text=True, check=True)
-        row = json.loads(out.stdout)
+        row = rows[key] = json.loads(out.stdout)
         print(
             f"{row['case']:18s} {row['ranks']:6d} {row['wall_s']:10.1f}s {row['cpu_s']:7.1f}s {row['steps']:6d}"
             f" {row['transfers']:11,d} {row['schedule_mb']:7.0f}MB {row['peak_mb']:7.0f}MB {row['ratio']:10.3f}"
             f"  {row['load'][0]:.1f}/{row['load'][1]:.1f}"
         )
     print()
-    for key in args.case or list(CASES):
+    for key in keys:
         name, what, _ = CASES[key]
         print(f"  {name}: {what}")
     print("  synthesize = synth.registry.synthesize(topology, 'allgather', 'greedy'): channels, steps, columns, verifier;")
     print("  the topology is built before the clock starts. vs ingress = step-synchronous time at 1 GiB over")
     print("  (R-1)/R x size / a rank's in-link bandwidth. load = 1-minute load average before/after (2 cores).")
+    return rows
 
 
 if __name__ == "__main__":

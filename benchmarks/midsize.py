@@ -266,6 +266,18 @@ def summary(records: Iterable[dict[str, Any]]) -> list[str]:
             )
         )
     lines.append("")
+    lines.append("per collective, all sizes")
+    for group in groups:
+        for kind in KINDS:
+            rows = [r for r in done if r["group"] == group and r["collective"] == kind.value]
+            if not rows:
+                continue
+            ratios = [r["ratio"] for r in rows]
+            vs = [r["vs_nccl"] for r in rows if r.get("vs_nccl") is not None]
+            slower = sum(v > 1 + NCCL_TOLERANCE for v in vs)
+            nccl = f"{geomean(vs):9.3f} {max(vs):7.2f} {slower:3d}/{len(vs):<3d}" if vs else f"{'n/a':>9s}"
+            lines.append(f"{group:9s} {kind.value:>15s} {len(rows):5d} {geomean(ratios):8.3f} {max(ratios):7.2f}  {nccl}")
+    lines.append("")
     lines.append("10 worst cases (time / lower bound)")
     for r in sorted(done, key=lambda r: (-r["ratio"], r["machine"], r["collective"], r["size"]))[:10]:
         lines.append(
@@ -288,13 +300,16 @@ def summary(records: Iterable[dict[str, Any]]) -> list[str]:
     lines.append("")
     lines.append("targets (issue 17)")
     lines += verdicts
-    return lines
+    return [line.rstrip() for line in lines]
 
 
 # ----------------------------------------------------------------------------- main
 def write_results(path: Path, meta: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """One case per line (diffs between runs stay readable), cases sorted, keys sorted."""
     ordered = sorted(records, key=lambda r: (r["group"] != "built-in", r["machine"], r["collective"], r["size"]))
-    text = json.dumps({**meta, "cases": ordered}, indent=1, sort_keys=True) + "\n"
+    head = json.dumps(meta, sort_keys=True)[:-1]
+    cases = ",\n".join("  " + json.dumps(r, sort_keys=True) for r in ordered)
+    text = f'{head}, "cases": [\n{cases}\n]}}\n'
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(path)

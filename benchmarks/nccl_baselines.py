@@ -1,13 +1,13 @@
 """NCCL-style baselines: the ring channels found per built-in, the cost of synthesizing each method,
-and the bandwidth each schedule reaches under FORMATS.md's step-synchronous alpha-beta model, next
-to NCCL's own analytic model.
+and the bandwidth each schedule reaches under the step-synchronous alpha-beta model
+(docs/formats.md, 'Step-synchronous cost'), next to NCCL's own analytic model.
 
     .venv/bin/python benchmarks/nccl_baselines.py [--quick]
 
-The step-synchronous cost is computed here, straight from FORMATS.md (a step takes its slowest
-transfer: the sum of the link latencies on its path plus the largest bytes/bandwidth over its links,
-counting every transfer of the step on each link), so the figures do not depend on the simulator
-module; `synth compare` reports the same model.
+The step-synchronous cost is computed here, straight from its definition (a step takes its
+slowest transfer: the sum of the link latencies on its path plus the largest bytes/bandwidth over
+its links, counting every transfer of the step on each link), so the figures do not depend on the
+simulator module; `synth compare` reports the same model.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The files live in the repository's ``topologies/`` folder (a wheel carries them as
 ``synth/_topologies``). Each is produced by a recipe below from `synth.generators`, with a
-description that names where its figures come from; ``synth topo build-builtins`` rewrites the
+description that names where its figures come from; ``synth topo write-builtins`` rewrites the
 files from the recipes, and a test checks that they agree.
 """
 
@@ -18,15 +18,22 @@ from synth.errors import InputError
 from synth.schedule import Schedule, check_topology_match
 from synth.topology import Topology, load_topology
 
-_FIGURES = "Figures from ../shared/reference/ANCHORS.md"
+# Public sources of the figures in the descriptions below (each description names the ones it uses).
+_DGX1_PAPER = "the NVIDIA DGX-1 System Architecture white paper (WP-08437-001)"
+_SCCL = "SCCL (PPoPP'21, arXiv 2008.08708)"
+_TACCL = "TACCL (NSDI'23, arXiv 2111.04867)"
+_TECCL = "TE-CCL (SIGCOMM'24, arXiv 2305.13479)"
+_FORESTCOLL = "ForestColl (arXiv 2402.06787)"
+_NCCL = "github.com/NVIDIA/nccl"
 
 BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
     "dgx1": lambda: gen.dgx1(
         name="dgx1",
         description=(
-            "NVIDIA DGX-1 (8 x V100), hybrid cube-mesh NVLink: the NVLink count matrix of ANCHORS.md, "
-            "25 GB/s per NVLink per direction (double links 50 GB/s), alpha 0.7 us per link. NVLink only "
-            "(PCIe and NICs not modelled), as in SCCL and ForestColl. " + _FIGURES + "."
+            "NVIDIA DGX-1 (8 x V100), hybrid cube-mesh NVLink: six NVLinks per GPU, doubled between some "
+            f"pairs, as {_DGX1_PAPER} draws them; 25 GB/s per NVLink per direction (double links 50 GB/s), "
+            "alpha 0.7 us per link (an estimate: GPU to GPU through the NVSwitch of dgx2). NVLink only (PCIe "
+            f"and NICs not modelled), as in {_SCCL} and {_FORESTCOLL}."
         ),
     ),
     "dgx2": lambda: gen.nvswitch(
@@ -35,8 +42,8 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         0.35,
         name="dgx2",
         description=(
-            "NVIDIA DGX-2: 16 x V100 on NVSwitch, 125 GB/s per GPU per direction; alpha 0.35 us per link "
-            "(TE-CCL's figure), so 0.7 us GPU to GPU through the switch. " + _FIGURES + "."
+            "NVIDIA DGX-2: 16 x V100 on NVSwitch, 125 GB/s per GPU per direction; alpha 0.35 us per link, "
+            f"so 0.7 us GPU to GPU through the switch: the DGX-2 figures of {_TECCL}."
         ),
     ),
     "dgx-a100": lambda: gen.nvswitch(
@@ -46,9 +53,10 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         nic_bandwidth=25.0,
         name="dgx-a100",
         description=(
-            "NVIDIA DGX A100: 8 x A100, 12 NVLink3 per GPU through NVSwitch = 300 GB/s per GPU per direction "
-            "(one switch node stands for the 6 NVSwitches); 8 HDR InfiniBand NICs at 25 GB/s, one per GPU "
-            "(they lead off the box; see dgx-a100x2). alpha 0.35 us per NVSwitch link, 0.5 us GPU to NIC. " + _FIGURES + "."
+            "NVIDIA DGX A100 (NVIDIA DGX A100 datasheet): 8 x A100, 12 NVLink3 per GPU through NVSwitch = "
+            "300 GB/s per GPU per direction (one switch node stands for the 6 NVSwitches); 8 HDR InfiniBand "
+            "NICs (200 Gb/s = 25 GB/s), one per GPU (they lead off the box; see dgx-a100x2). alpha 0.35 us per "
+            f"NVSwitch link (the per-link NVSwitch figure of {_TECCL}), 0.5 us GPU to NIC (an estimate)."
         ),
     ),
     "dgx-h100": lambda: gen.nvswitch(
@@ -58,9 +66,9 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         nic_bandwidth=50.0,
         name="dgx-h100",
         description=(
-            "NVIDIA DGX H100: 8 x H100, 18 NVLink4 per GPU through NVSwitch, about 450 GB/s per GPU per "
-            "direction; 8 x 400 Gb/s NICs (50 GB/s), one per GPU. alpha 0.35 us per NVSwitch link, 0.5 us "
-            "GPU to NIC. " + _FIGURES + "."
+            "NVIDIA DGX H100 (NVIDIA DGX H100 datasheet): 8 x H100, 18 NVLink4 per GPU through NVSwitch, about "
+            "450 GB/s per GPU per direction; 8 x 400 Gb/s NICs (50 GB/s), one per GPU. alpha 0.35 us per "
+            "NVSwitch link, 0.5 us GPU to NIC (as dgx-a100)."
         ),
     ),
     "pcie-2socket": lambda: gen.pcie_tree(
@@ -71,10 +79,11 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         inter_socket_bandwidth=10.0,
         name="pcie-2socket",
         description=(
-            "8 GPUs over PCIe, no NVLink (like the 8 x RTX 3090 server of realdata/): 4 GPUs per PCIe "
-            "switch, each switch under one CPU root complex, PCIe Gen4 x16 = 24 GB/s per direction (NCCL: "
-            "width x 120 / 80); the two sockets joined by UPI at 10 GB/s (NCCL's Skylake-and-later figure). "
-            "alpha 0.5 us per PCIe link, 1 us across sockets. " + _FIGURES + "."
+            "8 GPUs over PCIe, no NVLink (like the 8 x RTX 3090 server of tests/data/nccl-rtx3090-pcie-8gpu.xml): "
+            "4 GPUs per PCIe switch, each switch under one CPU root complex, PCIe Gen4 x16 = 24 GB/s per "
+            "direction (NCCL: lane width x 120 / 80, src/graph/topo.cc); the two sockets joined by UPI at "
+            f"10 GB/s (NCCL's Skylake-and-later figure, src/graph/topo.h; {_NCCL}). alpha 0.5 us per PCIe link, "
+            "1 us across sockets (estimates)."
         ),
     ),
     "ndv2x2": lambda: gen.dgx1(
@@ -87,10 +96,11 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         pcie_latency=0.5,
         name="ndv2x2",
         description=(
-            "Two Azure NDv2 / DGX-1 boxes: the DGX-1 NVLink matrix at 25 GB/s per NVLink, alpha 0.7 us; one "
-            "12.5 GB/s (100 Gb/s) InfiniBand NIC per box, alpha 1.3 us per NIC-to-switch link (2.6 us NIC to "
-            "NIC, TACCL's IB figure), reached from every GPU of its box over PCIe Gen3 x16 (12 GB/s, alpha "
-            "0.5 us); the two NICs on one IB switch. " + _FIGURES + "."
+            "Two Azure NDv2 / DGX-1 boxes: the DGX-1 NVLink matrix of dgx1 at 25 GB/s per NVLink, alpha 0.7 us; "
+            "one 12.5 GB/s (100 Gb/s) InfiniBand NIC per box, alpha 1.3 us per NIC-to-switch link (2.6 us NIC "
+            f"to NIC, the InfiniBand alpha of the NDv2 profile of {_TACCL}), reached from every GPU of its box "
+            f"over PCIe Gen3 x16 (12 GB/s, NCCL's figure in src/graph/topo.h, {_NCCL}; alpha 0.5 us); the two "
+            "NICs on one IB switch."
         ),
     ),
     "dgx-a100x2": lambda: gen.nvswitch(
@@ -104,9 +114,10 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         name="dgx-a100x2",
         description=(
             "Two DGX A100 boxes: per box 8 GPUs on NVSwitch at 300 GB/s per GPU; each GPU has its own "
-            "25 GB/s HDR NIC; the NICs of even GPUs on one InfiniBand rail switch, of odd GPUs on another "
-            "(the layout of ForestColl's 346.67 GB/s figure). alpha 0.35 us per NVSwitch link, 0.5 us GPU "
-            "to NIC, 1.3 us NIC to switch. " + _FIGURES + "."
+            "25 GB/s HDR NIC; the NICs of even GPUs on one InfiniBand rail switch, of odd GPUs on another: the "
+            f"2-box machine of {_FORESTCOLL}, whose exact allgather optimum is 346.67 GB/s. alpha 0.35 us per "
+            "NVSwitch link, 0.5 us GPU to NIC (as dgx-a100), 1.3 us NIC to switch (half of the 2.6 us InfiniBand "
+            f"alpha of {_TACCL})."
         ),
     ),
     "dgx-a100x4": lambda: gen.nvswitch(
@@ -120,8 +131,8 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         name="dgx-a100x4",
         description=(
             "Four DGX A100 boxes, cabled as dgx-a100x2: 8 GPUs per box on NVSwitch at 300 GB/s per GPU, one "
-            "25 GB/s NIC per GPU, even/odd GPUs' NICs on two InfiniBand rail switches (ForestColl's "
-            "266.67 GB/s figure). " + _FIGURES + "."
+            "25 GB/s NIC per GPU, even/odd GPUs' NICs on two InfiniBand rail switches: the 4-box machine of "
+            f"{_FORESTCOLL}, whose exact allgather optimum is 266.67 GB/s. Latencies as dgx-a100x2."
         ),
     ),
     "fattree-4rack": lambda: gen.fattree(
@@ -134,11 +145,12 @@ BUILTIN_RECIPES: dict[str, Callable[[], Topology]] = {
         spines=2,
         name="fattree-4rack",
         description=(
-            "4 racks x 4 servers x 8 GPUs = 128 ranks. NVSwitch inside each server (300 GB/s per GPU, DGX "
-            "A100 figure); 8 x 400 Gb/s (50 GB/s) NICs per server, one per GPU, to the top-of-rack switch; "
-            "each top-of-rack switch has one 200 GB/s uplink to each of 2 spines, 400 GB/s against 1600 GB/s "
-            "down: 4:1 oversubscribed. alpha 0.35 us per NVSwitch link, 0.5 us GPU to NIC, 1 us NIC to ToR, "
-            "0.5 us ToR to spine. " + _FIGURES + "."
+            "4 racks x 4 servers x 8 GPUs = 128 ranks. NVSwitch inside each server (300 GB/s per GPU, the "
+            "NVIDIA DGX A100 datasheet figure); 8 x 400 Gb/s (50 GB/s) NDR InfiniBand NICs per server, one per "
+            "GPU, to the top-of-rack switch; each top-of-rack switch has one 200 GB/s "
+            "uplink to each of 2 spines, 400 GB/s against 1600 GB/s down: 4:1 oversubscribed (our choice). "
+            "alpha 0.35 us per NVSwitch link, 0.5 us GPU to NIC, 1 us NIC to ToR, 0.5 us ToR to spine "
+            "(estimates)."
         ),
     ),
 }

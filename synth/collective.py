@@ -1,4 +1,5 @@
-"""The eight collectives as pre/postconditions over chunks (FORMATS.md, "Chunks of each collective").
+"""The eight collectives as pre/postconditions over chunks (docs/formats.md, 'Chunks of each
+collective').
 
 A collective over R ranks with k chunks per piece has G = `num_chunks` chunks. Non-reduction
 collectives move immutable chunks: the state is "which rank holds which chunk". Reduction
@@ -114,7 +115,7 @@ class Collective:
         return self.kind in ROOTED
 
     def chunk_bytes(self, size: float) -> float:
-        """Bytes in one chunk for an nccl-tests ``size`` (FORMATS.md, "Message size")."""
+        """Bytes in one chunk for an nccl-tests ``size`` (docs/formats.md, 'Message size')."""
         if self.kind is Kind.ALLTOALL:
             return size * self.num_ranks / self.num_chunks
         return size / self.num_chunks

@@ -239,10 +239,10 @@ def compare(
     """Synthesize, verify and simulate every candidate at every size, beside the bound.
 
     ``methods`` defaults to `default_methods`; a method that is unknown or cannot serve the case is
-    listed with its reason. ``model`` is the simulator model ("sync", FORMATS.md's step-synchronous
-    cost, or "event"). ``budget`` and ``exact`` are `synth.selection.select`'s (``exact`` False
-    leaves the exact solver out, saying so). ``progress(done, total, label)`` is called after each
-    candidate run."""
+    listed with its reason. ``model`` is the simulator model ("sync", docs/formats.md,
+    'Step-synchronous cost', or "event"). ``budget`` and ``exact`` are `synth.selection.select`'s
+    (``exact`` False leaves the exact solver out, saying so). ``progress(done, total, label)`` is
+    called after each candidate run."""
     kind = Kind(kind)
     sizes = tuple(int(s) for s in sizes)
     names = list(dict.fromkeys(methods)) if methods is not None else default_methods(kind)

@@ -2,7 +2,14 @@
 
 `InputError` is bad input (a file that cannot be read, a field with a wrong value): exit code 2.
 `NotApplicable` is a method asked for a case it cannot serve (exit code 2 at the CLI, since the
-request is what was wrong). Verification failures are not exceptions; see `synth.verify`.
+request is what was wrong).
+
+A schedule that fails verification is reported in two ways (both in `synth.verify`): `verify`
+returns a `VerifyResult` naming the first violation, which the CLI prints before exiting with code
+1 (a schedule a user gave); `check` raises `VerificationError` (``exit_code`` 1) for code that must
+never pass an invalid schedule on (the method registry, the MSCCL importer, the executors). There an
+invalid schedule is a bug in synth rather than bad input, so `VerificationError` is not a
+`SynthError`: the CLI does not shorten it to one line.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ Inputs are read with a size cap and only from regular files, so ``/dev/zero``, a
 runaway file ends in one line instead of filling memory or waiting forever; JSON is parsed
 strictly (no ``NaN``), with its nesting depth and number lengths bounded.
 
-Outputs are written to a temporary file beside the target and renamed over it, so a crash never
-leaves a half-written file; a path that is one of the command's inputs is never overwritten.
+Every reader goes through `read_input_bytes` (or `read_text_file` for text), which turns every
+way a file can fail to read into one `InputError` line. Outputs are written to a temporary file
+beside the target and renamed over it, so a crash never leaves a half-written file; a path that
+is one of the command's inputs is never overwritten.
 """
 
 from __future__ import annotations
@@ -137,6 +139,24 @@ def check_depth(value: Any, source: str, field: str = "", *, limit: int = MAX_JS
         if depth >= limit:
             raise InputError(source, where or "(top level)", None, f"nested more than {limit} levels deep", show_value=False)
         stack.extend((v, w, depth + 1) for v, w in children if isinstance(v, (dict, list, str)))
+
+
+def read_text_file(path: str | Path, *, limit: int = DEFAULT_INPUT_LIMIT, what: str | None = None) -> str:
+    """The UTF-8 text of the regular file ``path`` (`read_input_bytes`: at most ``limit`` bytes);
+    one `InputError` line naming the file if it is missing, a folder, a device, unreadable, too
+    large (``what`` says what such a file is expected to be) or not UTF-8."""
+    name = str(path)
+    try:
+        raw = read_input_bytes(path, limit=limit)
+    except InputError as exc:
+        if what is None or "reader takes" not in exc.reason:
+            raise
+        size = f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else format_bytes(limit)
+        raise InputError(name, "", None, f"larger than {size}: not {what}", show_value=False) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(name, "", None, f"not UTF-8 text (byte {exc.start}: {exc.reason})", show_value=False) from None
 
 
 @functools.cache

@@ -23,7 +23,8 @@ from synth.topology import (
     topology_from_document,
 )
 
-#: DGX-1 (V100) hybrid cube-mesh: number of NVLinks between GPUs i and j (ANCHORS.md).
+#: DGX-1 (V100) hybrid cube-mesh: number of NVLinks between GPUs i and j, as the NVIDIA DGX-1 System
+#: Architecture white paper (WP-08437-001) draws them (six per GPU; SCCL, arXiv 2008.08708, uses the same).
 DGX1_NVLINKS = (
     (0, 2, 1, 1, 2, 0, 0, 0),
     (2, 0, 1, 2, 0, 1, 0, 0),

@@ -3,7 +3,7 @@ and Tree algorithms with the LL, LL128 and Simple protocols, and which one it wo
 
 This is a *model*, not a schedule: nothing here is verified or simulated. It follows
 ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` in NCCL's ``src/graph/tuning.cc`` (2.19 and
-later; constants as in ANCHORS.md). For an algorithm ``a``, protocol ``p`` and a call of ``size``
+later; github.com/NVIDIA/nccl), with that file's constants. For an algorithm ``a``, protocol ``p`` and a call of ``size``
 bytes (the nccl-tests size, as NCCL's ``nBytes``)::
 
     time = latency(a, p) + size / algBw(a, p)          (µs; GB/s = 1e3 bytes/µs)

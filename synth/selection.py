@@ -22,7 +22,7 @@ The candidates for a collective and a list of sizes (`plan`), in the order of th
 
 `select` runs them through `Method.synthesize` (so every schedule is verified), times each run
 (wall seconds), predicts every schedule's time at every size with the simulator (the
-step-synchronous model of FORMATS.md unless asked otherwise) and drops a schedule that repeats an
+step-synchronous model of docs/formats.md, 'Step-synchronous cost', unless asked otherwise) and drops a schedule that repeats an
 earlier one of the same method (a method that ignores the size here). Once ``budget`` seconds are
 spent only the baselines still run. Ranking (`Selection.ranked`): for one size the fastest; for
 several, the smallest geometric mean of the time relative to the fastest candidate at each size

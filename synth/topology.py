@@ -3,7 +3,8 @@
 A `Topology` is the in-memory form of a ``synth-topology`` file (see ``docs/formats.md``). Nodes are
 numbered ranks first (node id = rank id for ranks), then switches in file order. Links are directed;
 a duplex file entry becomes two links, and entries between the same ordered pair are merged into one
-link whose bandwidth is the sum (FORMATS.md) and whose latency is the largest of the entries'.
+link whose bandwidth is the sum and whose latency is the largest of the entries' (docs/formats.md,
+'Topology file').
 
 Everything here is immutable. Derived lookups (name index, adjacency, link index by pair) are cached
 on first use.
@@ -337,7 +338,7 @@ def topology_from_document(doc: Any, source: str = "<topology>") -> Topology:
     """Validate a parsed ``synth-topology`` document and build the `Topology`.
 
     Raises `InputError` naming ``source``, the field and the value for the first problem found.
-    Unknown fields are ignored, as FORMATS.md requires of readers.
+    Unknown fields are ignored, as docs/formats.md requires of readers.
     """
     if not isinstance(doc, Mapping):
         raise InputError(source, "(top level)", doc, "expected a JSON object")

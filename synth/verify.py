@@ -1,4 +1,6 @@
-"""Symbolic verifier: replays a schedule on who-holds-what and checks every rule of FORMATS.md.
+"""Symbolic verifier: replays a schedule on who-holds-what and checks every rule of
+docs/formats.md, 'Meaning of a step', and the final state against docs/formats.md, 'Chunks of each
+collective'.
 
 State. For a non-reduction collective, a boolean "rank r holds chunk c". For a reduction, the set of
 contributions in rank r's value of chunk c, as a packed bitset of R bits (uint64 words), so that

@@ -12,7 +12,7 @@ from synth.builtin import BUILTIN_NAMES, get_topology
 
 REPO = Path(__file__).resolve().parent.parent
 #: Real NCCL and MSCCL files, kept beside the checkout (../shared/reference/realdata, with their
-#: provenance in its SOURCES.md); tests that read them skip, saying so, when it is absent.
+#: provenance beside them); tests that read them skip, saying so, when it is absent.
 REALDATA = REPO.parent / "shared" / "reference" / "realdata"
 
 

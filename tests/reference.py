@@ -1,5 +1,5 @@
 """Independent reference semantics for tests: a deliberately naive checker written straight from
-FORMATS.md with Python sets, and a numeric replay with real values.
+docs/formats.md, 'Meaning of a step', with Python sets, and a numeric replay with real values.
 
 The production verifier (synth.verify) is vectorized and block-structured; these are the slow,
 obvious versions it is tested against.

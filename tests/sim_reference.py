@@ -15,8 +15,9 @@ def path_links(topology: Topology, src: int, dst: int, via: tuple[str, ...]) -> 
 
 
 def sync_time(schedule: Schedule, topology: Topology, size: int) -> float:
-    """FORMATS.md read literally: a step takes its longest transfer; a transfer takes Σα over its
-    path plus the largest B_ℓ/bw_ℓ on it, B_ℓ the bytes the whole step sends over ℓ."""
+    """docs/formats.md, 'Step-synchronous cost', read literally: a step takes its longest transfer;
+    a transfer takes Σα over its path plus the largest B_ℓ/bw_ℓ on it, B_ℓ the bytes the whole step
+    sends over ℓ."""
     chunk = schedule.collective.chunk_bytes(size)
     total = 0.0
     for step in schedule.steps:

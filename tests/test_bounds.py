@@ -1,4 +1,4 @@
-"""Lower bounds: hand-computed cases, the ANCHORS.md figures, brute-force checks of every max-flow
+"""Lower bounds: hand-computed cases, ForestColl's figures (arXiv 2402.06787), brute-force checks of every max-flow
 computation, and the API (see tests/test_bounds_sound.py for soundness against schedules)."""
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def test_nic_that_leads_nowhere_does_not_count_as_ingress():
     assert with_nics.rank_ingress(0) == pytest.approx(325.0)
 
 
-# ============================================================================ ANCHORS.md
+# ============================================================================ ForestColl's figures
 @pytest.mark.parametrize(
     ("name", "algbw"),
     [("dgx1", 171.43), ("dgx-a100", 342.86), ("dgx-a100x2", 346.67), ("dgx-a100x4", 266.67)],
@@ -162,7 +162,7 @@ def test_anchor_allgather_optimum_on_builtins(builtin, name, algbw):
 @pytest.mark.parametrize(
     ("make", "algbw"),
     [
-        (lambda: gen.nvswitch(8, 300.0), 342.86),  # ANCHORS: 8 GPUs on one NVSwitch, 300 GB/s
+        (lambda: gen.nvswitch(8, 300.0), 342.86),  # ForestColl: 8 GPUs on one NVSwitch, 300 GB/s
         (lambda: gen.nvswitch(8, 300.0, boxes=2, nic_bandwidth=25.0, rails=2), 346.67),
         (lambda: gen.nvswitch(8, 300.0, boxes=4, nic_bandwidth=25.0, rails=2), 266.67),
     ],
@@ -178,7 +178,7 @@ def test_reduce_scatter_mirrors_allgather_on_anchors(builtin):
 
 
 def test_anchor_per_rank_allreduce_bound():
-    """ANCHORS: allreduce ≥ 2(R−1)/R · size / B without in-network reduction."""
+    """The classic allreduce bound: ≥ 2(R−1)/R · size / B without in-network reduction."""
     model = bound_model(gen.nvswitch(8, 300.0), Kind.ALLREDUCE)
     assert model.peak_algbw == pytest.approx(8 * 300 / (2 * 7))
 

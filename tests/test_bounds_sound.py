@@ -1,9 +1,9 @@
 """Soundness of the lower bounds: no valid schedule is faster than a bound says is possible.
 
-The step-synchronous cost is implemented here again, straight from FORMATS.md and independently of
-the simulator, and every classic schedule (every method × collective × built-in topology, and
-random small topologies with random roots and chunk counts) is checked at several sizes against
-`bound_model(...).time_us(size)`, for both cost models.
+The step-synchronous cost is implemented here again, straight from docs/formats.md,
+'Step-synchronous cost', and independently of the simulator, and every classic schedule (every
+method × collective × built-in topology, and random small topologies with random roots and chunk
+counts) is checked at several sizes against `bound_model(...).time_us(size)`, for both cost models.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ REL = 1e-9  # float slack on a comparison of two sums of a few hundred terms
 
 
 def step_synchronous_time(schedule: Schedule, topology: Topology, size: float) -> float:
-    """FORMATS.md: a transfer over path P takes Σα + max_ℓ B_ℓ / bw_ℓ, where B_ℓ is every byte the
-    step sends over directed link ℓ; a step takes its longest transfer; the schedule the sum."""
+    """docs/formats.md, 'Step-synchronous cost': a transfer over path P takes Σα + max_ℓ B_ℓ / bw_ℓ,
+    where B_ℓ is every byte the step sends over directed link ℓ; a step takes its longest transfer;
+    the schedule the sum."""
     chunk = schedule.collective.chunk_bytes(size)
     names = topology.node_index
     paths: dict[tuple[int, int, int], tuple[list[int], float]] = {}

@@ -28,7 +28,7 @@ def test_table_marks_the_binding_bound_per_size():
     assert "size 1KiB: at least 4.300 us" in out and "(binding: latency)" in out
     assert "size 1GiB:" in out and "(binding: ingress)" in out
     assert "  * latency" in out and "  * ingress" in out
-    assert "346.51" in out  # the ANCHORS figure, less 2 steps x 0.7 us at 1 GiB
+    assert "346.51" in out  # ForestColl's 346.67, less 2 steps x 0.7 us at 1 GiB
 
 
 def test_json_output(tmp_path):

@@ -8,6 +8,7 @@ rule of the symbolic execution."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -535,3 +536,11 @@ def test_a_file_declared_both_ways_is_imported_the_way_it_works(builtin):
         "both.xml: declared out of place too, but fails that way: both.xml: INVALID: gpu 0 tb 14 step 0 (s): "
         "reads o[0], which holds no data at that point"
     ]
+
+
+def test_the_readme_fixture_is_what_the_fixture_writer_writes():
+    """tests/data/msccl-fixture-allpairs-4gpu.xml (README's import example) is
+    `allpairs_allreduce(4)` under one comment line saying so."""
+    text = (Path(__file__).parent / "data" / "msccl-fixture-allpairs-4gpu.xml").read_text(encoding="utf-8")
+    comment, body = text.split("\n", 1)
+    assert comment.startswith("<!-- Written by the project") and body == allpairs_allreduce(4)

@@ -1,4 +1,4 @@
-"""The tree-packing synthesizer: exact optima (ANCHORS.md), valid packings within link capacities,
+"""The tree-packing synthesizer: exact optima (ForestColl's figures), valid packings within link capacities,
 schedules that verify and compute the right values, on built-ins and random machines."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def check_packing(topology, packing):
     [("dgx1", 171.43), ("dgx-a100", 342.86), ("dgx-a100x2", 346.67), ("dgx-a100x4", 266.67)],
 )
 def test_anchors_optimum_reached(builtin, name, algbw):
-    """ANCHORS.md's exact allgather optima, and trees within 1% of them."""
+    """ForestColl's exact allgather optima (arXiv 2402.06787), and trees within 1% of them."""
     topo = builtin(name)
     optimum = optimal_rate(topo, Kind.ALLGATHER)
     assert topo.num_ranks * optimum == pytest.approx(algbw, abs=0.01)

@@ -5,7 +5,8 @@ carries a chunk that its source holds and that its destination, or a rank beyond
 the chunk the most ranks still lack, or, for chunks with one destination, the one farthest from it
 (`synth.algorithms.engines.greedy_engine`). A link b times faster than the slowest carries b chunks per
 step, so one step lasts about one chunk over the slowest link and every link stays busy: this is
-TACOS's greedy on a time-expanded network, in the step-synchronous cost of FORMATS.md.
+TACOS's greedy on a time-expanded network, in the step-synchronous cost
+(docs/formats.md, 'Step-synchronous cost').
 
 allgather, broadcast, gather, scatter and alltoall run the engine directly; reduce-scatter and
 reduce are the duals of allgather and broadcast on the reversed topology; allreduce is

@@ -294,7 +294,7 @@ def _solve_cbc(topology: Topology) -> tuple[float, np.ndarray] | None:
         # pulp 3.3 announces that its bundled CBC moves to an extra in pulp 4; it is still here
         warnings.simplefilter("ignore", DeprecationWarning)
         prob.solve(pulp.PULP_CBC_CMD(msg=False))
-    if prob.sol_status != 1:  # 1 = proven optimal (TOOLING.md: not LpStatus)
+    if prob.sol_status != 1:  # 1 = proven optimal (pulp's LpStatus can say Optimal after a time limit)
         return None
     duals = np.array([abs(constraints[i - cap_row0].pi or 0.0) for i in range(cap_row0, num_rows)])
     return float(pulp.value(prob.objective)) / scale, duals

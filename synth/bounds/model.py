@@ -3,12 +3,13 @@
 Every bound has the form ``time(size) = us_per_byte × size + latency_us``. `bound_model` does the
 expensive part (max-flows, the LP) once per (topology, collective, root); `BoundModel.at(size)`
 then evaluates every bound for a size and names the largest. See docs/bounds.md for the formulas
-and why each is a lower bound of the FORMATS.md step-synchronous cost of any valid schedule.
+and why each is a lower bound of the step-synchronous cost of any valid schedule
+(docs/formats.md, 'Step-synchronous cost').
 
 Two cost models:
 
-- ``"step"`` (step-synchronous, FORMATS.md): every non-empty step costs at least the smallest α
-  of any transfer on top of its largest bytes/bandwidth, so each bandwidth bound adds
+- ``"step"`` (docs/formats.md, 'Step-synchronous cost'): every non-empty step costs at least the
+  smallest α of any transfer on top of its largest bytes/bandwidth, so each bandwidth bound adds
   (fewest steps) × (smallest transfer α).
 - ``"event"`` (transfers start when their data arrives and share link bandwidth): the bandwidth
   bounds without that step term, and the latency bound.
@@ -155,7 +156,7 @@ class BoundModel:
         return max((t.time_us(size) for t in self.terms), default=0.0)
 
     def at(self, size: int) -> BoundReport:
-        """Every bound at ``size`` bytes (the nccl-tests size, FORMATS.md)."""
+        """Every bound at ``size`` bytes (the nccl-tests size, docs/formats.md, 'Message size')."""
         if size < 0:
             raise ValueError(f"size {size} is negative")
         evaluated = []
@@ -366,7 +367,7 @@ def bound_model(
     """The lower bounds of ``kind`` (rooted at ``root``, default 0 for rooted collectives) on
     ``topology``, for any size; cached on the topology object.
 
-    ``model`` is ``"step"`` (FORMATS.md step-synchronous cost) or ``"event"``. The alltoall
+    ``model`` is ``"step"`` (docs/formats.md, 'Step-synchronous cost') or ``"event"``. The alltoall
     multicommodity-flow LP is solved when it has at most ``lp_max_variables`` variables, with
     ``solver`` ``"highs"`` (default; CBC if HiGHS fails) or ``"cbc"``.
     """

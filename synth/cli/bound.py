@@ -72,7 +72,7 @@ def model_document(model: BoundModel, sha256: str, reports: list[BoundReport]) -
     type=click.Choice(MODELS),
     default="step",
     show_default=True,
-    help="Cost model the bounds hold for: step-synchronous (FORMATS.md) or event-driven.",
+    help="Cost model the bounds hold for: step-synchronous (docs/formats.md) or event-driven.",
 )
 @click.option(
     "--lp-max-variables",

@@ -27,9 +27,9 @@ _WHOLE = (Kind.ALLREDUCE, Kind.REDUCE, Kind.BROADCAST)
 
 
 def parts_in_size(kind: Kind, num_ranks: int) -> int:
-    """How many parts the buffer that nccl-tests' ``size`` measures has (FORMATS.md "Message size":
-    the output of allgather/gather, the input of reduce-scatter/scatter, the per-rank send buffer of
-    alltoall, the one buffer of allreduce/broadcast/reduce)."""
+    """How many parts the buffer that nccl-tests' ``size`` measures has (docs/formats.md, 'Message
+    size': the output of allgather/gather, the input of reduce-scatter/scatter, the per-rank send
+    buffer of alltoall, the one buffer of allreduce/broadcast/reduce)."""
     return 1 if kind in _WHOLE else num_ranks
 
 

@@ -2,8 +2,8 @@
 
 ``time`` is the mean time of one call in µs: each rank times ``iters`` back-to-back calls and
 the slowest rank counts. ``algbw`` is size / time and ``busbw`` is algbw times the collective's
-nccl-tests factor (FORMATS.md, "Message size"). ``#wrong`` counts result elements that differ
-from the numpy reference, over all ranks.
+nccl-tests factor (docs/formats.md, 'Bandwidth figures'). ``#wrong`` counts result elements that
+differ from the numpy reference, over all ranks.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ Objectives (``objective``):
 
 - ``"time"``: the step-synchronous time at ``size`` bytes. Step s costs ``L_s + m_s`` with
   ``m_s ≥ n[ℓ, s] · chunk_bytes / bw_ℓ`` for every link and ``L_s`` the largest α of a route used
-  in the step (one binary per step and distinct route α). This is FORMATS.md's cost whenever the
-  step's busiest link lies on one of its slowest-α routes, and never less than it.
+  in the step (one binary per step and distinct route α). This is the step-synchronous cost
+  (docs/formats.md, 'Step-synchronous cost') whenever the step's busiest link lies on one of its
+  slowest-α routes, and never less than it.
 - ``"rounds"``: SCCL's bandwidth cost. Step s lasts r_s rounds (an integer), in which a link of
   bandwidth bw carries at most ``bw / unit · r_s`` chunks (``unit``: the slowest link); minimise
   ``Σ r_s``, the rounds R; the schedule's bandwidth term is R · chunk_bytes / unit.

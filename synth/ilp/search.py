@@ -191,7 +191,8 @@ class Budget:
 
 # ============================================================================= step-synchronous cost
 def sync_time_us(schedule: Schedule, topology: Topology, size: float) -> float:
-    """FORMATS.md step-synchronous time (µs) of ``schedule`` at ``size`` bytes (synth.simulate)."""
+    """Step-synchronous time (µs; docs/formats.md, 'Step-synchronous cost') of ``schedule`` at
+    ``size`` bytes (synth.simulate)."""
     return simulate(schedule, topology, [int(size)], "sync")[0].time_us
 
 

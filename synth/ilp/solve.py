@@ -16,7 +16,7 @@ Both run single-threaded with a fixed random seed, so a solve that finishes (pro
 infeasible) gives the same answer every time. A solve cut by a time limit or a stop request keeps
 the best solution found, which may depend on timing.
 
-Optimality is read from the solver's own solution status (TOOLING.md: pulp's ``LpStatus`` can read
+Optimality is read from the solver's own solution status (pulp's ``LpStatus`` can read
 "Optimal" after a time limit; CBC's ``sol_status`` and HiGHS's model status say what was proven).
 """
 

@@ -23,6 +23,7 @@ from xml.sax.saxutils import escape
 
 from synth.collective import Collective, Kind
 from synth.errors import InputError
+from synth.fileio import read_text_file
 
 # ---------------------------------------------------------------------------------- runtime limits
 #: Steps per thread block (the runtime's MSCCL_MAX_NUM_STEPS; step numbers run 0 … 255).
@@ -302,14 +303,7 @@ def _check_chunk_count(source: str, kind: Kind, ngpus: int, nchunks: int, gpus: 
 def parse_msccl(path: str | Path) -> tuple[Algo, list[str]]:
     """Read an MSCCL algorithm file (see `parse_msccl_text`)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", None, "no such file", show_value=False) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
+    text = read_text_file(path)
     return parse_msccl_text(text, str(path))
 
 

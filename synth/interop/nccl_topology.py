@@ -69,6 +69,7 @@ from pathlib import Path
 from xml.parsers import expat
 
 from synth.errors import InputError
+from synth.fileio import read_text_file
 from synth.generators import TopologyDoc
 from synth.routing import ring_order, router_for
 from synth.topology import Topology
@@ -779,19 +780,7 @@ def import_nccl_topology_text(
 def import_nccl_topology(path: str | Path, **kwargs) -> NcclTopologyImport:
     """Read an NCCL topology file (see `import_nccl_topology_text`); at most `MAX_XML_BYTES` are read."""
     path = Path(path)
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_XML_BYTES + 1)
-        if len(data) > MAX_XML_BYTES:
-            reason = f"larger than {MAX_XML_BYTES >> 20} MiB: not an NCCL topology dump (those are kilobytes)"
-            raise InputError(str(path), "", None, reason, show_value=False)
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "", None, "no such file", show_value=False) from None
-    except IsADirectoryError:
-        raise InputError(str(path), "", None, "is a directory, not a file", show_value=False) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), "", None, f"cannot read file ({exc})", show_value=False) from None
+    text = read_text_file(path, limit=MAX_XML_BYTES, what="an NCCL topology dump (those are kilobytes)")
     return import_nccl_topology_text(text, str(path), **kwargs)
 
 

@@ -1,9 +1,9 @@
 """How long a schedule takes on a topology: two cost models over the same paths.
 
-* ``"sync"``, the step-synchronous α-β model of FORMATS.md (`synth.simulate.sync`): steps run one
-  after another, a step takes its longest transfer, and a transfer pays its path's latency plus the
-  time its most loaded link needs for all the bytes the step sends over it. Linear in the size per
-  step, so any number of sizes costs about one.
+* ``"sync"``, the step-synchronous α-β model of docs/formats.md, 'Step-synchronous cost'
+  (`synth.simulate.sync`): steps run one after another, a step takes its longest transfer, and a
+  transfer pays its path's latency plus the time its most loaded link needs for all the bytes the
+  step sends over it. Linear in the size per step, so any number of sizes costs about one.
 * ``"event"``, an event-driven fluid model (`synth.simulate.event`): each transfer starts as soon as
   the data it reads has arrived and the place it writes is free, pays its path's latency once, then
   shares the bandwidth of the links it crosses max-min fairly with the other flows in flight.
@@ -224,9 +224,9 @@ def simulate(
     """Time of ``schedule`` on ``topology`` for each size (bytes, nccl-tests meaning), one
     `SimResult` per size in the given order.
 
-    ``model`` is ``"sync"`` (step-synchronous, FORMATS.md) or ``"event"`` (event-driven fluid
-    model). ``timeline`` attaches each transfer's start/data-start/end times; by default it is on
-    for the event model and off for the sync model (where it is cheap but large). To run several
+    ``model`` is ``"sync"`` (docs/formats.md, 'Step-synchronous cost') or ``"event"`` (event-driven
+    fluid model). ``timeline`` attaches each transfer's start/data-start/end times; by default it is
+    on for the event model and off for the sync model (where it is cheap but large). To run several
     models or calls on one schedule, build a `Simulator` once."""
     if isinstance(sizes, (int, np.integer)):
         sizes = [int(sizes)]

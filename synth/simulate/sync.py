@@ -1,4 +1,5 @@
-"""The step-synchronous α-β model of FORMATS.md, evaluated for many sizes at once.
+"""The step-synchronous α-β model (docs/formats.md, 'Step-synchronous cost'), evaluated for many
+sizes at once.
 
 A step takes the longest of its transfers; a transfer over path P takes
 

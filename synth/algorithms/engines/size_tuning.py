@@ -1,6 +1,6 @@
 """Options and size tuning of self-tuning methods: a method tuned for a message size builds its
-candidates (chunk counts, tree shapes, waves), times each with the step-synchronous model of
-FORMATS.md (`synth.simulate`) and keeps the fastest."""
+candidates (chunk counts, tree shapes, waves), times each with the step-synchronous model
+(docs/formats.md, 'Step-synchronous cost'; `synth.simulate`) and keeps the fastest."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from synth.topology import Topology
 
 
 def predicted_us(schedule: Schedule, topology: Topology, sizes) -> list[float]:
-    """Step-synchronous time (µs, FORMATS.md) of ``schedule`` at each size, by `synth.simulate`:
-    what self-tuning methods compare their candidates with."""
+    """Step-synchronous time (µs; docs/formats.md, 'Step-synchronous cost') of ``schedule`` at each
+    size, by `synth.simulate`: what self-tuning methods compare their candidates with."""
     return [result.time_us for result in simulate(schedule, topology, list(sizes), "sync", timeline=False)]
 
 

@@ -3,11 +3,11 @@
 Every root's data (its piece for allgather, the whole buffer for broadcast) is cut into P chunks,
 shared among its trees in proportion to their multiplicities. A class of μ identical trees moves μ
 of its chunks over each of its arcs per step: its q-th chunk crosses the arc into a rank at depth d
-in step ⌊q/μ⌋ + d − 1, so a rank forwards a chunk in the step after it arrived (FORMATS.md: a step
-reads the state at its start). A packing puts at most ⌊bw/U⌋ trees on a link, so every step puts
-at most that many chunks on it: a step lasts about (chunk bytes)/U plus its latency, and the
-pipeline takes ⌈P/k⌉ + (height − 1) steps. More chunks shorten the fill and drain relative to the
-whole but add a latency per step; the packing method picks P for the message size.
+in step ⌊q/μ⌋ + d − 1, so a rank forwards a chunk in the step after it arrived (a step reads the
+state at its start: docs/formats.md, 'Meaning of a step'). A packing puts at most ⌊bw/U⌋ trees on a
+link, so every step puts at most that many chunks on it: a step lasts about (chunk bytes)/U plus its
+latency, and the pipeline takes ⌈P/k⌉ + (height − 1) steps. More chunks shorten the fill and drain
+relative to the whole but add a latency per step; the packing method picks P for the message size.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The greedy engine: step by step, every free channel carries a chunk that its destination (or a
 rank beyond it) still needs.
 
-This is the time-expanded link–chunk matching of TACOS, made step-synchronous (FORMATS.md) and
+This is the time-expanded link–chunk matching of TACOS, made step-synchronous (docs/formats.md,
+'Step-synchronous cost') and
 vectorized. A step is one round of the slowest link: a link of b times the reference bandwidth may
 carry b chunks in it (`link_capacity`). In each step:
 
