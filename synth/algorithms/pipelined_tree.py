@@ -79,6 +79,9 @@ class Shape:
     fanout: int
     parts: int
     chunks_per_part: int
+    #: how the root hands parts to its host's carriers: over the host's nearest links ("links"),
+    #: or straight along the router's route ("route": one step, maybe through a NIC)
+    deal: str = "links"
 
     @property
     def num_chunks(self) -> int:
@@ -151,7 +154,26 @@ def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
     start = carriers[first].index(root) if root in carriers[first] else 0
     rails = tuple(tuple(c[(start + j) % len(c)] for j in range(len(c))) for c in carriers)
     order = near_order([c[0] for c in rails], first, router)
-    return [Layout(tuple(hosts[h] for h in order), tuple(rails[h] for h in order), "hosts")]
+    groups_in_order = tuple(hosts[h] for h in order)
+    out = [Layout(groups_in_order, tuple(rails[h] for h in order), "hosts")]
+    # a rail as slow as its slowest carrier's network path (a degraded NIC): the rails at full
+    # speed alone are a candidate too
+    count = min(len(c) for c in rails)
+    speed = [min(network_bandwidth(rails[h][j], owner, router) for h in range(len(hosts))) for j in range(count)]
+    fast = [j for j in range(count) if speed[j] >= 0.99 * max(speed)]
+    if len(fast) < count:
+        out.append(Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails"))
+    return out
+
+
+def network_bandwidth(rank: int, owner: dict[int, int], router: Router) -> float:
+    """The widest route (GB/s) from ``rank`` to a rank of another host and back: its NIC's rate."""
+    out = max((route.bottleneck for b, route in router.routes_from(rank).items() if owner[b] != owner[rank]), default=0.0)
+    into = max(
+        (router.routes_from(a)[rank].bottleneck for a in owner if owner[a] != owner[rank] and rank in router.routes_from(a)),
+        default=0.0,
+    )
+    return min(out, into)
 
 
 def split_tree(hosts: int, fanout: int, shape: str) -> tuple[list[int], list[int]]:
@@ -232,6 +254,17 @@ def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tu
     return out
 
 
+def deal_path(group: tuple[int, ...], source: int, target: int, router: Router) -> list[int]:
+    """The ranks from ``source`` to ``target`` in `group_spread`'s tree from ``source``: how the
+    root hands a part to a carrier of its own host over the host's links (a MI250 node's xGMI,
+    not a detour through the network)."""
+    parent = {dst: src for _, src, dst in group_spread(group, source, router)}
+    path = [target]
+    while path[-1] != source:
+        path.append(parent[path[-1]])
+    return path[::-1]
+
+
 def broadcast_steps(layout: Layout, root: int, shape: Shape, router: Router) -> list[LogicalStep]:
     """The logical steps of the broadcast (see the module docstring). Chunk j·c + q is chunk q of
     part j; part j's carrier in a group is its carrier j (the root's rail is part 0)."""
@@ -240,6 +273,11 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, router: Router) -> 
     c = shape.chunks_per_part
     parent, level = split_tree(hosts, shape.fanout, shape.kind)
     spreads = [[group_spread(groups[h], rails[h][j], router) for j in range(shape.parts)] for h in range(hosts)]
+    if shape.deal == "links":
+        dealing = [deal_path(groups[0], root, rails[0][j], router) for j in range(shape.parts)]
+    else:
+        dealing = [[root] if rails[0][j] == root else [root, rails[0][j]] for j in range(shape.parts)]
+    deal_steps = max(len(path) - 1 for path in dealing)
     events: dict[int, tuple[list[int], list[int], list[int]]] = {}
 
     def send(step: int, src: int, dst: int, chunk: int) -> None:
@@ -252,12 +290,14 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, router: Router) -> 
         for q in range(c):
             chunk = j * c + q
             shift = q if shape.kind == "kary" else 0
-            # the step at whose end the root group's carrier of part j holds this chunk
-            if rails[0][j] == root:
-                base = shift - 1
-            else:
-                base = shift
-                send(shift, root, rails[0][j], chunk)
+            # the root deals the part to its carrier along the root group's own links; ``base``
+            # is the step at whose end the carrier holds this chunk
+            # (every part starts across the network when the slowest dealing is done, so no
+            # network step is spent on the root's own part alone)
+            path = dealing[j]
+            for hop in range(len(path) - 1):
+                send(shift + hop, path[hop], path[hop + 1], chunk)
+            base = shift + deal_steps - 1
             for h in range(hosts):
                 ready = base + level[h]
                 if h > 0:
@@ -271,9 +311,10 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, router: Router) -> 
     return steps
 
 
-def shapes(layout: Layout, requested: int | None) -> list[Shape]:
+def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",)) -> list[Shape]:
     """The candidate shapes for a layout (and the chunk count asked for, if any), in the order
-    they are tried: k-nomial ones first, then the pipelined ones by fan-out and chunks."""
+    they are tried: k-nomial ones first (with every way of dealing in ``deals``), then the
+    pipelined ones by fan-out and chunks."""
     hosts = len(layout.groups)
     ranks = sum(len(g) for g in layout.groups)
     out: list[Shape] = []
@@ -282,7 +323,7 @@ def shapes(layout: Layout, requested: int | None) -> list[Shape]:
             continue
         fixed = None if requested is None else requested // p
         if hosts > 1:
-            out += [Shape("knomial", k, p, fixed or 1) for k in knomial_fanouts(hosts)]
+            out += [Shape("knomial", k, p, fixed or 1, deal) for deal in deals for k in knomial_fanouts(hosts)]
         for k in KARY_FANOUTS:
             if k >= hosts and k > 1:
                 break
@@ -304,6 +345,7 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
         "fanout": shape.fanout,
         "parts": shape.parts,
         "chunks_per_part": shape.chunks_per_part,
+        "deal": shape.deal,
     }
     if size is not None:
         params["chosen_at_size"] = size
@@ -317,10 +359,12 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
     while the fill dominates and rises once the latencies of the extra steps do)."""
     best: tuple[float, int, Schedule] | None = None
     for layout in layouts(topology, root, router):
-        previous: tuple[str, int, int] | None = None
+        previous: tuple[str, int, int, str] | None = None
         last, worse = None, 0
-        for shape in shapes(layout, requested):
-            series = (shape.kind, shape.fanout, shape.parts)
+        # dealing along the route is a candidate too when some carrier is more than a link away
+        relayed = any(len(deal_path(layout.groups[0], root, c, router)) > 2 for c in layout.carriers[0])
+        for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",)):
+            series = (shape.kind, shape.fanout, shape.parts, shape.deal)
             if series != previous:
                 previous, last, worse = series, None, 0
             elif worse >= PATIENCE:
