@@ -67,6 +67,33 @@ def test_one_shot_halves_the_latency_of_a_small_allreduce():
     assert _time(one, topo, 1 << 20) > _time(two, topo, 1 << 20)
 
 
+def test_one_shot_by_hosts_then_rails_serves_a_rail_only_machine(builtin):
+    """dgx-a100x2: GPUs of different hosts and rails have no route (NVSwitch inside, a network per
+    rail), so the flat exchange does not apply; inside hosts then along rails does, in two steps."""
+    topo = builtin("dgx-a100x2")
+    with pytest.raises(NotApplicable, match="only through other ranks"):
+        one_shot.flat(topo, METHODS[one_shot.NAME].collective(topo, Kind.ALLREDUCE), router_for(topo))
+    for options in (None, {"size": 1024}):
+        schedule = synthesize(topo, Kind.ALLREDUCE, one_shot.NAME, options=options)
+        _check(schedule, topo)
+        assert schedule.params["variant"] == "hosts" and schedule.num_steps == 2
+
+
+def test_one_shot_keeps_the_faster_variant_for_the_size():
+    """On a fat-tree of NVSwitch servers both variants apply; each size keeps the faster one."""
+    topo = gen.fattree(racks=2, servers=2, gpus=4)
+    router = router_for(topo)
+    collective = METHODS[one_shot.NAME].collective(topo, Kind.ALLREDUCE)
+    variants = {"flat": one_shot.flat(topo, collective, router), "hosts": one_shot.by_hosts(topo, collective, router)}
+    for size in (1 << 10, 1 << 16, 1 << 20):
+        chosen = synthesize(topo, Kind.ALLREDUCE, one_shot.NAME, options={"size": size})
+        _check(chosen, topo)
+        assert chosen.params["chosen_at_size"] == size
+        best = min(_time(s, topo, size) for s in variants.values())
+        assert _time(chosen, topo, size) == pytest.approx(best)
+        assert _time(variants[chosen.params["variant"]], topo, size) == pytest.approx(best)
+
+
 def test_one_shot_needs_a_route_between_every_pair(small_topologies):
     with pytest.raises(NotApplicable, match="only through other ranks"):
         synthesize(small_topologies["ring5"], Kind.ALLREDUCE, one_shot.NAME)
@@ -165,4 +192,4 @@ def test_registered_and_tuned_for_size():
     method = METHODS[pipelined_tree.NAME]
     assert method.tunes_for_size and method.family == "scalable"
     assert {k for k in Kind if method.serves(k)} == {Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE}
-    assert METHODS[one_shot.NAME].family == "scalable" and not METHODS[one_shot.NAME].tunes_for_size
+    assert METHODS[one_shot.NAME].family == "scalable" and METHODS[one_shot.NAME].tunes_for_size
