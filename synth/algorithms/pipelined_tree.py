@@ -66,8 +66,10 @@ KARY_FANOUTS = (1, 2, 3, 4)
 MAX_CHUNKS_PER_PART = 256
 #: stop doubling the chunks after this many slower results in a row
 PATIENCE = 2
+#: machines without hosts are ordered by route latency up to this many ranks (rank order beyond)
+NEAR_ORDER_RANKS = 256
 #: no candidate beyond this many logical transfers
-TRANSFER_BUDGET = 2_000_000
+TRANSFER_BUDGET = 400_000
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,8 @@ def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
     if None in groups or len(groups) < 2:
         r = topology.num_ranks
         singles = [(v,) for v in range(r)]
-        order = near_order(list(range(r)), root, router)
+        # (ordering by latency needs a route search from every rank: done up to NEAR_ORDER_RANKS)
+        order = near_order(list(range(r)), root, router) if r <= NEAR_ORDER_RANKS else [root] + [v for v in range(r) if v != root]
         whole = (tuple([root] + [v for v in range(r) if v != root]),)
         return [
             Layout(tuple(singles[i] for i in order), tuple(singles[i] for i in order), "ranks"),
@@ -145,9 +148,15 @@ def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
         ]
     hosts = [tuple(ranks) for ranks in groups.values()]
     owner = {v: h for h, ranks in enumerate(hosts) for v in ranks}
+    # a carrier reaches, without a relay, its peer in the next host (the rank at the same local
+    # index): one targeted route search per rank, not a search of the whole machine
+    peer = {}
+    for h, ranks in enumerate(hosts):
+        following = hosts[(h + 1) % len(hosts)]
+        peer.update({v: following[i % len(following)] for i, v in enumerate(ranks)})
     carriers = []
     for ranks in hosts:
-        out = [v for v in ranks if any(owner[b] != owner[v] for b in router.routes_from(v))]
+        out = [v for v in ranks if router.route(v, peer[v]) is not None]
         carriers.append(out or list(ranks))
     first = owner[root]
     # the rail of the root: its position among its host's carriers (or the first carrier)
@@ -159,21 +168,19 @@ def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
     # a rail as slow as its slowest carrier's network path (a degraded NIC): the rails at full
     # speed alone are a candidate too
     count = min(len(c) for c in rails)
-    speed = [min(network_bandwidth(rails[h][j], owner, router) for h in range(len(hosts))) for j in range(count)]
+    following = [rails[(h + 1) % len(hosts)] for h in range(len(hosts))]
+    speed = [min(network_bandwidth(rails[h][j], following[h][j], router) for h in range(len(hosts))) for j in range(count)]
     fast = [j for j in range(count) if speed[j] >= 0.99 * max(speed)]
     if len(fast) < count:
         out.append(Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails"))
     return out
 
 
-def network_bandwidth(rank: int, owner: dict[int, int], router: Router) -> float:
-    """The widest route (GB/s) from ``rank`` to a rank of another host and back: its NIC's rate."""
-    out = max((route.bottleneck for b, route in router.routes_from(rank).items() if owner[b] != owner[rank]), default=0.0)
-    into = max(
-        (router.routes_from(a)[rank].bottleneck for a in owner if owner[a] != owner[rank] and rank in router.routes_from(a)),
-        default=0.0,
-    )
-    return min(out, into)
+def network_bandwidth(rank: int, peer: int, router: Router) -> float:
+    """The narrower of the routes (GB/s) from ``rank`` to its rail peer in another host and back:
+    its NIC's rate (0 when there is no such route)."""
+    there, back = router.route(rank, peer), router.route(peer, rank)
+    return min(there.bottleneck, back.bottleneck) if there is not None and back is not None else 0.0
 
 
 def split_tree(hosts: int, fanout: int, shape: str) -> tuple[list[int], list[int]]:
@@ -227,19 +234,45 @@ def knomial_fanouts(hosts: int) -> list[int]:
         rounds += 1
 
 
+class Spreads:
+    """`group_spread` trees, each computed once per (group, source) for all the candidate shapes
+    of one synthesis (a 512-rank machine has thousands of them)."""
+
+    def __init__(self, router: Router):
+        self.router = router
+        self._trees: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int]]] = {}
+
+    def tree(self, group: tuple[int, ...], source: int) -> list[tuple[int, int, int]]:
+        key = (group, source)
+        found = self._trees.get(key)
+        if found is None:
+            found = self._trees[key] = group_spread(group, source, self.router)
+        return found
+
+    def deal_path(self, group: tuple[int, ...], source: int, target: int) -> list[int]:
+        """The ranks from ``source`` to ``target`` in the spread tree from ``source``: how the
+        root hands a part to a carrier of its own host over the host's links (a MI250 node's
+        xGMI, not a detour through the network)."""
+        parent = {dst: src for _, src, dst in self.tree(group, source)}
+        path = [target]
+        while path[-1] != source:
+            path.append(parent[path[-1]])
+        return path[::-1]
+
+
 def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tuple[int, int, int]]:
     """(depth, parent, rank) for every other rank of a group: the breadth-first tree from
     ``source`` over the group's nearest pairs (from each rank, the other ranks of the group it
     reaches in the fewest hops without a relay: every GPU of an NVSwitch box, the xGMI or NVLink
     neighbours of a mesh, never a detour through a NIC), so no rank relays for another."""
-    members = set(group)
     depth = {source: 0}
     frontier = [source]
     out: list[tuple[int, int, int]] = []
     while frontier:
         following = []
         for a in frontier:
-            reach = {b: route.hops for b, route in router.routes_from(a).items() if b in members}
+            routes = router.routes_from(a)
+            reach = {b: routes[b].hops for b in group if b != a and b in routes}
             if not reach:
                 continue
             nearest = min(reach.values())
@@ -254,27 +287,16 @@ def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tu
     return out
 
 
-def deal_path(group: tuple[int, ...], source: int, target: int, router: Router) -> list[int]:
-    """The ranks from ``source`` to ``target`` in `group_spread`'s tree from ``source``: how the
-    root hands a part to a carrier of its own host over the host's links (a MI250 node's xGMI,
-    not a detour through the network)."""
-    parent = {dst: src for _, src, dst in group_spread(group, source, router)}
-    path = [target]
-    while path[-1] != source:
-        path.append(parent[path[-1]])
-    return path[::-1]
-
-
-def broadcast_steps(layout: Layout, root: int, shape: Shape, router: Router) -> list[LogicalStep]:
+def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads) -> list[LogicalStep]:
     """The logical steps of the broadcast (see the module docstring). Chunk j·c + q is chunk q of
     part j; part j's carrier in a group is its carrier j (the root's rail is part 0)."""
     groups, rails = layout.groups, layout.carriers
     hosts = len(groups)
     c = shape.chunks_per_part
     parent, level = split_tree(hosts, shape.fanout, shape.kind)
-    spreads = [[group_spread(groups[h], rails[h][j], router) for j in range(shape.parts)] for h in range(hosts)]
+    trees = [[spreads.tree(groups[h], rails[h][j]) for j in range(shape.parts)] for h in range(hosts)]
     if shape.deal == "links":
-        dealing = [deal_path(groups[0], root, rails[0][j], router) for j in range(shape.parts)]
+        dealing = [spreads.deal_path(groups[0], root, rails[0][j]) for j in range(shape.parts)]
     else:
         dealing = [[root] if rails[0][j] == root else [root, rails[0][j]] for j in range(shape.parts)]
     deal_steps = max(len(path) - 1 for path in dealing)
@@ -302,7 +324,7 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, router: Router) -> 
                 ready = base + level[h]
                 if h > 0:
                     send(ready, rails[parent[h]][j], rails[h][j], chunk)
-                for depth, src, dst in spreads[h][j]:
+                for depth, src, dst in trees[h][j]:
                     send(ready + depth, src, dst, chunk)
     steps = []
     for step in sorted(events):
@@ -336,7 +358,7 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
     return out
 
 
-def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape, size: int | None, router: Router) -> Schedule:
+def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape, size: int | None, spreads: Spreads) -> Schedule:
     collective = Collective(Kind.BROADCAST, topology.num_ranks, shape.num_chunks, root)
     params: dict[str, Any] = {
         "layout": layout.name,
@@ -349,7 +371,8 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     }
     if size is not None:
         params["chosen_at_size"] = size
-    return lower_copies(topology, collective, broadcast_steps(layout, root, shape, router), NAME, params, router)
+    steps = broadcast_steps(layout, root, shape, spreads)
+    return lower_copies(topology, collective, steps, NAME, params, spreads.router)
 
 
 def best_broadcast(topology: Topology, root: int, requested: int | None, size: int, router: Router) -> Schedule:
@@ -358,18 +381,19 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
     increasing order and the sweep stops after `PATIENCE` slower ones in a row (the time falls
     while the fill dominates and rises once the latencies of the extra steps do)."""
     best: tuple[float, int, Schedule] | None = None
+    spreads = Spreads(router)
     for layout in layouts(topology, root, router):
         previous: tuple[str, int, int, str] | None = None
         last, worse = None, 0
         # dealing along the route is a candidate too when some carrier is more than a link away
-        relayed = any(len(deal_path(layout.groups[0], root, c, router)) > 2 for c in layout.carriers[0])
+        relayed = any(len(spreads.deal_path(layout.groups[0], root, c)) > 2 for c in layout.carriers[0])
         for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",)):
             series = (shape.kind, shape.fanout, shape.parts, shape.deal)
             if series != previous:
                 previous, last, worse = series, None, 0
             elif worse >= PATIENCE:
                 continue
-            schedule = build_broadcast(topology, layout, root, shape, size, router)
+            schedule = build_broadcast(topology, layout, root, shape, size, spreads)
             time = predicted_us(schedule, topology, [size])[0]
             worse = worse + 1 if last is not None and time > last else 0
             last = time
