@@ -10,6 +10,7 @@ from synth import generators as gen
 from synth.algorithms import one_shot, pipelined_tree
 from synth.collective import Kind
 from synth.errors import NotApplicable
+from synth.interop.msccl_export import export_msccl
 from synth.registry import METHODS, synthesize
 from synth.routing import router_for
 from synth.simulate import simulate
@@ -193,3 +194,14 @@ def test_registered_and_tuned_for_size():
     assert method.tunes_for_size and method.family == "scalable"
     assert {k for k in Kind if method.serves(k)} == {Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE}
     assert METHODS[one_shot.NAME].family == "scalable" and METHODS[one_shot.NAME].tunes_for_size
+
+
+def test_tuned_schedules_export_to_msccl_with_their_size_range():
+    """The size each was tuned for becomes MSCCL's minBytes/maxBytes (synth.interop.msccl_sizes);
+    the export replays the layout against the schedule (self_check)."""
+    topo = gen.nvswitch(4, 300.0)
+    cases = ((Kind.ALLREDUCE, one_shot.NAME), (Kind.BROADCAST, pipelined_tree.NAME), (Kind.REDUCE, pipelined_tree.NAME))
+    for kind, method in cases:
+        schedule = synthesize(topo, kind, method, options={"size": 1024})
+        result = export_msccl(schedule)
+        assert result.algo.min_bytes <= 1024 <= result.algo.max_bytes < 1 << 20
