@@ -21,7 +21,9 @@ from synth.algorithms import (
     greedy,
     hierarchical,
     multiring,
+    one_shot,
     packing,
+    pipelined_tree,
     recursive_doubling,
     recursive_halving,
     ring,
@@ -38,6 +40,7 @@ from synth.topology import Topology
 _TABLE: tuple[Method, ...] = (
     ring.METHOD,
     direct.METHOD,
+    one_shot.METHOD,
     binomial.METHOD,
     recursive_doubling.METHOD,
     recursive_halving.METHOD,
@@ -48,6 +51,7 @@ _TABLE: tuple[Method, ...] = (
     ilp.METHOD,
     greedy.METHOD,
     packing.METHOD,
+    pipelined_tree.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

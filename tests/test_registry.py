@@ -27,6 +27,8 @@ MODULES = [
     "hierarchical",
     "greedy",
     "packing",
+    "one_shot",
+    "pipelined_tree",
 ]
 
 

@@ -1,0 +1,450 @@
+"""Latency-aware trees for broadcast, reduce and allreduce, shaped for the message size.
+
+Small and mid-size broadcasts are a trade between α and β (Sanders, Speck and Träff, "Two-tree
+algorithms for full bandwidth broadcast, reduction and scan", Parallel Computing 2009; Träff,
+"A simple work-optimal broadcast algorithm for message-passing parallel systems", 2004): a deep
+tree pipelined over many chunks reaches the bandwidth of its slowest link but pays a latency per
+step of its fill; a shallow tree with a large fan-out pays few latencies but loads each sender's
+links with one copy per child. This method builds both kinds on the machine's structure and keeps,
+for the message size, the one the step-synchronous model (docs/formats.md, 'Step-synchronous
+cost') says is fastest:
+
+- Hosts (``ranks[].host``): the tree is built over hosts, with the root's host first, so the
+  expensive network hops happen between hosts and the cheap links inside a host finish the job. The
+  data is cut into ``parts`` (1, or one per rank of a host, the rails): the root deals part j to
+  the j-th rank of its host (its carrier), every part travels across hosts from carrier to carrier
+  along the same host tree (rail j), and each carrier shares its part with the other ranks of its
+  host as soon as it has it, in the next step, overlapping the rest of the tree (a host's links and
+  its NICs are different links, so these steps cost little extra). With one part per rank every
+  NIC of a host carries its share, as in NCCL's rail-aligned trees; with one part only the root's
+  rail does. A machine without hosts is a tree over its ranks (one part).
+- ``knomial`` shape (generalized binomial tree): in every round each host that already has the
+  data sends it to ``fanout`` hosts that do not, so ⌈log_{fanout+1} H⌉ rounds reach H hosts; the
+  whole part moves at once. fanout 1 is the binomial tree, fanout H − 1 the flat one-step tree.
+  Best at small sizes: fewest steps.
+- ``kary`` shape (pipelined k-ary tree, ``fanout`` 1 is the pipelined chain): each part is cut
+  into ``chunks_per_part`` chunks that follow each other down a tree of fan-out k in breadth-first
+  host order, one tree level per step, so the schedule takes (chunks + depth − 1) steps each
+  carrying k chunks per sender. Best at mid sizes, where the fill of a deep pipeline costs less
+  than the bandwidth a shallow tree wastes.
+
+The candidates (shape, fan-out, parts, chunks per part) are built and timed at the size
+(`synth.algorithms.engines.size_tuning`); the fastest is kept and its choice recorded in the
+schedule's params with ``chosen_at_size``. Pairs of ranks without a switch route are relayed
+through ranks (`synth.algorithms.engines.lowering.lower_copies`). Reduce is the dual (the same
+trees, reversed, with reduces: `synth.transform.dual_reduction`); allreduce is that reduce to the
+root followed by this broadcast from it (latency-optimal at small sizes: 2·⌈log_{k+1} H⌉ rounds).
+
+Options: ``size`` (bytes, default 1 MiB): the size the shape and chunk count are chosen for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.path_channels import components
+from synth.algorithms.engines.size_tuning import predicted_us, size_option
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.method import Method, one_chunk
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+from synth.transform import concat, dual_reduction
+
+NAME = "pipelined-tree"
+OPTIONS = frozenset({"size"})
+REFERENCE_SIZE = 1 << 20
+COLLECTIVES = frozenset({Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE})
+#: fan-outs tried for the pipelined k-ary shape (1 is the chain)
+KARY_FANOUTS = (1, 2, 3, 4)
+#: chunks per part tried for the pipelined shape: doubling up to this many
+MAX_CHUNKS_PER_PART = 256
+#: stop doubling the chunks after this many slower results in a row
+PATIENCE = 2
+#: machines without hosts are ordered by route latency up to this many ranks (rank order beyond)
+NEAR_ORDER_RANKS = 256
+#: no candidate beyond this many logical transfers
+TRANSFER_BUDGET = 400_000
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One candidate: ``kind`` "knomial" or "kary", its fan-out, the parts the data is cut into
+    (each across hosts on its own rail) and the chunks of each part."""
+
+    kind: str
+    fanout: int
+    parts: int
+    chunks_per_part: int
+    #: how the root hands parts to its host's carriers: over the host's nearest links ("links"),
+    #: or straight along the router's route ("route": one step, maybe through a NIC)
+    deal: str = "links"
+
+    @property
+    def num_chunks(self) -> int:
+        return self.parts * self.chunks_per_part
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The groups a tree is built over (hosts, or every rank alone), the root's group first and
+    near groups contiguous, and each group's carriers: its ranks that reach other groups without a
+    relay (the GPUs with a NIC), the root's rail first."""
+
+    groups: tuple[tuple[int, ...], ...]
+    carriers: tuple[tuple[int, ...], ...]
+    name: str
+
+    @property
+    def max_parts(self) -> int:
+        return min(len(c) for c in self.carriers)
+
+
+def near_order(reps: list[int], first: int, router: Router) -> list[int]:
+    """Indices of ``reps`` (one rank per group) ordered so that ``first`` comes first and groups
+    near each other (by the latency of the route between them: a rack, a dragonfly group) are
+    contiguous: at every latency threshold, largest first, the groups joined by routes at most that
+    slow form clusters, the root's cluster sorts first, the others by their smallest member."""
+    n = len(reps)
+    dist = np.full((n, n), 1e9)
+    for i, a in enumerate(reps):
+        routes = router.routes_from(a)
+        for j, b in enumerate(reps):
+            route = routes.get(b)
+            if i == j:
+                dist[i, j] = 0.0
+            elif route is not None:
+                dist[i, j] = route.latency
+    dist = np.maximum(dist, dist.T)
+    keys: list[list[int]] = [[] for _ in range(n)]
+    for threshold in sorted(set(dist.ravel().tolist()), reverse=True):
+        near_i, near_j = np.nonzero(dist <= threshold)
+        label = components(n, near_i, near_j).tolist()
+        for h in range(n):
+            keys[h].append(0 if label[h] == label[first] else label[h] + 1)
+    return sorted(range(n), key=lambda h: (keys[h], h != first, h))
+
+
+def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
+    """The layouts tried: the hosts when the machine has two or more; otherwise every rank alone
+    (a tree over ranks, for switched machines) and the whole machine as one group (the data spread
+    over the links from the root: `group_spread`, for machines of direct links such as a DGX-1 or a
+    torus)."""
+    groups = topology.host_groups
+    if None in groups or len(groups) < 2:
+        r = topology.num_ranks
+        singles = [(v,) for v in range(r)]
+        # (ordering by latency needs a route search from every rank: done up to NEAR_ORDER_RANKS)
+        order = near_order(list(range(r)), root, router) if r <= NEAR_ORDER_RANKS else [root] + [v for v in range(r) if v != root]
+        whole = (tuple([root] + [v for v in range(r) if v != root]),)
+        return [
+            Layout(tuple(singles[i] for i in order), tuple(singles[i] for i in order), "ranks"),
+            Layout(whole, ((root,),), "machine"),
+        ]
+    hosts = [tuple(ranks) for ranks in groups.values()]
+    owner = {v: h for h, ranks in enumerate(hosts) for v in ranks}
+    # a carrier reaches, without a relay, its peer in the next host (the rank at the same local
+    # index): one targeted route search per rank, not a search of the whole machine
+    peer = {}
+    for h, ranks in enumerate(hosts):
+        following = hosts[(h + 1) % len(hosts)]
+        peer.update({v: following[i % len(following)] for i, v in enumerate(ranks)})
+    carriers = []
+    for ranks in hosts:
+        out = [v for v in ranks if router.route(v, peer[v]) is not None]
+        carriers.append(out or list(ranks))
+    first = owner[root]
+    # the rail of the root: its position among its host's carriers (or the first carrier)
+    start = carriers[first].index(root) if root in carriers[first] else 0
+    rails = tuple(tuple(c[(start + j) % len(c)] for j in range(len(c))) for c in carriers)
+    order = near_order([c[0] for c in rails], first, router)
+    groups_in_order = tuple(hosts[h] for h in order)
+    out = [Layout(groups_in_order, tuple(rails[h] for h in order), "hosts")]
+    # a rail as slow as its slowest carrier's network path (a degraded NIC): the rails at full
+    # speed alone are a candidate too
+    count = min(len(c) for c in rails)
+    following = [rails[(h + 1) % len(hosts)] for h in range(len(hosts))]
+    speed = [min(network_bandwidth(rails[h][j], following[h][j], router) for h in range(len(hosts))) for j in range(count)]
+    fast = [j for j in range(count) if speed[j] >= 0.99 * max(speed)]
+    if len(fast) < count:
+        out.append(Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails"))
+    return out
+
+
+def network_bandwidth(rank: int, peer: int, router: Router) -> float:
+    """The narrower of the routes (GB/s) from ``rank`` to its rail peer in another host and back:
+    its NIC's rate (0 when there is no such route)."""
+    there, back = router.route(rank, peer), router.route(peer, rank)
+    return min(there.bottleneck, back.bottleneck) if there is not None and back is not None else 0.0
+
+
+def split_tree(hosts: int, fanout: int, shape: str) -> tuple[list[int], list[int]]:
+    """Parent and level of every host (host 0 the root, level 0) in a tree whose subtrees are
+    ranges of hosts. ``knomial``: a range rooted at its first host is cut into fanout + 1 nearly
+    equal ranges, the root sends to the first host of each other one in this round and every range
+    goes on alone in the next (⌈log_{fanout+1} H⌉ rounds). ``kary``: the hosts after the root are
+    cut into ``fanout`` ranges whose first hosts are its children, one level down."""
+    parent = [-1] * hosts
+    level = [0] * hosts
+    stack = [(0, hosts, 0)]
+    while stack:
+        a, b, t = stack.pop()
+        n = b - a
+        if n <= 1:
+            continue
+        if shape == "knomial":
+            parts = min(fanout + 1, n)
+            cuts = [a + (n * i + parts - 1) // parts for i in range(parts)] + [b]
+            for i in range(1, parts):
+                parent[cuts[i]] = a
+                level[cuts[i]] = t + 1
+                stack.append((cuts[i], cuts[i + 1], t + 1))
+            stack.append((a, cuts[1], t + 1))
+        else:
+            parts = min(fanout, n - 1)
+            rest = n - 1
+            cuts = [a + 1 + (rest * i + parts - 1) // parts for i in range(parts)] + [b]
+            for i in range(parts):
+                parent[cuts[i]] = a
+                level[cuts[i]] = t + 1
+                stack.append((cuts[i], cuts[i + 1], t + 1))
+    return parent, level
+
+
+def knomial_fanouts(hosts: int) -> list[int]:
+    """For every round count T from 1 to ⌈log₂ H⌉, the smallest fan-out that reaches H hosts in T
+    rounds (a larger one only loads the senders more)."""
+    out: list[int] = []
+    if hosts < 2:
+        return [1]
+    rounds = 1
+    while True:
+        k = max(1, int(np.ceil(hosts ** (1.0 / rounds) - 1e-9)) - 1)
+        while (k + 1) ** rounds < hosts:
+            k += 1
+        if k not in out:
+            out.append(k)
+        if k == 1:
+            return out
+        rounds += 1
+
+
+class Spreads:
+    """`group_spread` trees, each computed once per (group, source) for all the candidate shapes
+    of one synthesis (a 512-rank machine has thousands of them)."""
+
+    def __init__(self, router: Router):
+        self.router = router
+        self._trees: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int]]] = {}
+
+    def tree(self, group: tuple[int, ...], source: int) -> list[tuple[int, int, int]]:
+        key = (group, source)
+        found = self._trees.get(key)
+        if found is None:
+            found = self._trees[key] = group_spread(group, source, self.router)
+        return found
+
+    def deal_path(self, group: tuple[int, ...], source: int, target: int) -> list[int]:
+        """The ranks from ``source`` to ``target`` in the spread tree from ``source``: how the
+        root hands a part to a carrier of its own host over the host's links (a MI250 node's
+        xGMI, not a detour through the network)."""
+        parent = {dst: src for _, src, dst in self.tree(group, source)}
+        path = [target]
+        while path[-1] != source:
+            path.append(parent[path[-1]])
+        return path[::-1]
+
+
+def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tuple[int, int, int]]:
+    """(depth, parent, rank) for every other rank of a group: the breadth-first tree from
+    ``source`` over the group's nearest pairs (from each rank, the other ranks of the group it
+    reaches in the fewest hops without a relay: every GPU of an NVSwitch box, the xGMI or NVLink
+    neighbours of a mesh, never a detour through a NIC), so no rank relays for another."""
+    depth = {source: 0}
+    frontier = [source]
+    out: list[tuple[int, int, int]] = []
+    while frontier:
+        following = []
+        for a in frontier:
+            routes = router.routes_from(a)
+            reach = {b: routes[b].hops for b in group if b != a and b in routes}
+            if not reach:
+                continue
+            nearest = min(reach.values())
+            for b in group:
+                if b not in depth and reach.get(b) == nearest:
+                    depth[b] = depth[a] + 1
+                    out.append((depth[b], a, b))
+                    following.append(b)
+        frontier = following
+    # ranks the group's nearest pairs cannot reach are served from the source (lowering relays them)
+    out += [(1, source, b) for b in group if b not in depth]
+    return out
+
+
+def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads) -> list[LogicalStep]:
+    """The logical steps of the broadcast (see the module docstring). Chunk j·c + q is chunk q of
+    part j; part j's carrier in a group is its carrier j (the root's rail is part 0)."""
+    groups, rails = layout.groups, layout.carriers
+    hosts = len(groups)
+    c = shape.chunks_per_part
+    parent, level = split_tree(hosts, shape.fanout, shape.kind)
+    trees = [[spreads.tree(groups[h], rails[h][j]) for j in range(shape.parts)] for h in range(hosts)]
+    if shape.deal == "links":
+        dealing = [spreads.deal_path(groups[0], root, rails[0][j]) for j in range(shape.parts)]
+    else:
+        dealing = [[root] if rails[0][j] == root else [root, rails[0][j]] for j in range(shape.parts)]
+    deal_steps = max(len(path) - 1 for path in dealing)
+    events: dict[int, tuple[list[int], list[int], list[int]]] = {}
+
+    def send(step: int, src: int, dst: int, chunk: int) -> None:
+        cols = events.setdefault(step, ([], [], []))
+        cols[0].append(src)
+        cols[1].append(dst)
+        cols[2].append(chunk)
+
+    for j in range(shape.parts):
+        for q in range(c):
+            chunk = j * c + q
+            shift = q if shape.kind == "kary" else 0
+            # the root deals the part to its carrier along the root group's own links; ``base``
+            # is the step at whose end the carrier holds this chunk
+            # (every part starts across the network when the slowest dealing is done, so no
+            # network step is spent on the root's own part alone)
+            path = dealing[j]
+            for hop in range(len(path) - 1):
+                send(shift + hop, path[hop], path[hop + 1], chunk)
+            base = shift + deal_steps - 1
+            for h in range(hosts):
+                ready = base + level[h]
+                if h > 0:
+                    send(ready, rails[parent[h]][j], rails[h][j], chunk)
+                for depth, src, dst in trees[h][j]:
+                    send(ready + depth, src, dst, chunk)
+    steps = []
+    for step in sorted(events):
+        src, dst, chunk = events[step]
+        steps.append(logical_step(src, dst, chunk))
+    return steps
+
+
+def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",)) -> list[Shape]:
+    """The candidate shapes for a layout (and the chunk count asked for, if any), in the order
+    they are tried: k-nomial ones first (with every way of dealing in ``deals``), then the
+    pipelined ones by fan-out and chunks."""
+    hosts = len(layout.groups)
+    ranks = sum(len(g) for g in layout.groups)
+    out: list[Shape] = []
+    for p in sorted({1, layout.max_parts}):
+        if requested is not None and requested % p:
+            continue
+        fixed = None if requested is None else requested // p
+        if hosts > 1:
+            out += [Shape("knomial", k, p, fixed or 1, deal) for deal in deals for k in knomial_fanouts(hosts)]
+        for k in KARY_FANOUTS:
+            if k >= hosts and k > 1:
+                break
+            counts = [fixed] if fixed is not None else []
+            m = 1
+            while fixed is None and m <= MAX_CHUNKS_PER_PART and (ranks - 1) * p * m <= TRANSFER_BUDGET:
+                counts.append(m)
+                m *= 2
+            out += [Shape("kary", k, p, m) for m in counts]
+    return out
+
+
+def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape, size: int | None, spreads: Spreads) -> Schedule:
+    collective = Collective(Kind.BROADCAST, topology.num_ranks, shape.num_chunks, root)
+    params: dict[str, Any] = {
+        "layout": layout.name,
+        "groups": len(layout.groups),
+        "shape": shape.kind,
+        "fanout": shape.fanout,
+        "parts": shape.parts,
+        "chunks_per_part": shape.chunks_per_part,
+        "deal": shape.deal,
+    }
+    if size is not None:
+        params["chosen_at_size"] = size
+    steps = broadcast_steps(layout, root, shape, spreads)
+    return lower_copies(topology, collective, steps, NAME, params, spreads.router)
+
+
+def best_broadcast(topology: Topology, root: int, requested: int | None, size: int, router: Router) -> Schedule:
+    """The fastest candidate at ``size`` over every layout and shape (ties: fewer transfers, then
+    the order tried). For the pipelined shape the chunk counts of one fan-out are tried in
+    increasing order and the sweep stops after `PATIENCE` slower ones in a row (the time falls
+    while the fill dominates and rises once the latencies of the extra steps do)."""
+    best: tuple[float, int, Schedule] | None = None
+    spreads = Spreads(router)
+    for layout in layouts(topology, root, router):
+        previous: tuple[str, int, int, str] | None = None
+        last, worse = None, 0
+        # dealing along the route is a candidate too when some carrier is more than a link away
+        relayed = any(len(spreads.deal_path(layout.groups[0], root, c)) > 2 for c in layout.carriers[0])
+        for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",)):
+            series = (shape.kind, shape.fanout, shape.parts, shape.deal)
+            if series != previous:
+                previous, last, worse = series, None, 0
+            elif worse >= PATIENCE:
+                continue
+            schedule = build_broadcast(topology, layout, root, shape, size, spreads)
+            time = predicted_us(schedule, topology, [size])[0]
+            worse = worse + 1 if last is not None and time > last else 0
+            last = time
+            if best is None or (time, schedule.num_transfers) < best[:2]:
+                best = (time, schedule.num_transfers, schedule)
+    if best is None:
+        raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
+    return best[2]
+
+
+def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int) -> Schedule:
+    """Reduce: the best broadcast of the reversed topology, run backwards with reduces."""
+    reversed_topology = topology.reversed()
+    forward = best_broadcast(reversed_topology, root, requested, size, router_for(reversed_topology))
+    params = dict(forward.params)
+    params["dual_of"] = Kind.BROADCAST.value
+    reduction = Collective(Kind.REDUCE, topology.num_ranks, forward.collective.num_chunks, root)
+    return dual_reduction(forward, reduction, NAME, params)
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
+    """Tree schedule for ``collective`` (see the module docstring; ``requested_chunks`` None lets
+    it choose the chunk count for ``size``)."""
+    size = size_option(NAME, options, OPTIONS)
+    kind = collective.kind
+    if kind not in COLLECTIVES:
+        raise NotApplicable(f"{NAME} does not serve {kind.value} (it serves {', '.join(sorted(k.value for k in COLLECTIVES))})")
+    at = size if size is not None else REFERENCE_SIZE
+    requested = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.num_chunks
+    router = router or router_for(topology)
+    if kind is Kind.BROADCAST:
+        return best_broadcast(topology, collective.root, requested, at, router)
+    if kind is Kind.REDUCE:
+        return reduce_schedule(topology, collective.root, requested, at)
+    # allreduce: reduce to rank 0, then broadcast from it, with the same chunks
+    bcast = best_broadcast(topology, 0, requested, at, router)
+    chunks = bcast.collective.num_chunks
+    red = reduce_schedule(topology, 0, chunks, at)
+    params = {"phases": ["reduce", "broadcast"], "root": 0, "reduce": dict(red.params), "broadcast": dict(bcast.params)}
+    if size is not None:
+        params["chosen_at_size"] = size
+    return concat([red, bcast], Collective(Kind.ALLREDUCE, topology.num_ranks, chunks), NAME, params)
+
+
+METHOD = Method(
+    name=NAME,
+    summary="host-aware k-nomial and pipelined k-ary trees for broadcast and reduce (allreduce = both), shaped for the size",
+    family="scalable",
+    collectives=COLLECTIVES,
+    build=synthesize,
+    default_chunks=one_chunk,
+    options=OPTIONS,
+    chooses_chunks=True,
+)

@@ -1,0 +1,207 @@
+"""The latency-aware methods for small and mid sizes: one-shot allreduce and the pipelined trees
+(k-nomial and pipelined k-ary, on hosts or ranks), on every collective they serve, verified and
+replayed with real numbers."""
+
+import math
+
+import pytest
+
+from synth import generators as gen
+from synth.algorithms import one_shot, pipelined_tree
+from synth.collective import Kind
+from synth.errors import NotApplicable
+from synth.interop.msccl_export import export_msccl
+from synth.registry import METHODS, synthesize
+from synth.routing import router_for
+from synth.simulate import simulate
+from synth.verify import verify
+
+from .reference import numeric_replay, reference_check
+
+MACHINES = {
+    "nvswitch6": lambda: gen.nvswitch(6, 100.0),
+    "ring5": lambda: gen.ring(5),
+    "mesh2x3": lambda: gen.mesh(2, 3),
+    "fattree2x2x2": lambda: gen.fattree(racks=2, servers=2, gpus=2),
+    "multihost3x4": lambda: gen.multihost(hosts=3, gpus=4),
+    "multihost-pcie-nic-per-host": lambda: gen.multihost(hosts=3, gpus=3, fabric="pcie", nic="host"),
+    "mi250x2": lambda: gen.mi250(packages=2, nodes=2),
+}
+
+
+def _time(schedule, topology, size):
+    return simulate(schedule, topology, [size], "sync", timeline=False)[0].time_us
+
+
+def _check(schedule, topology):
+    assert verify(schedule, topology).ok
+    assert reference_check(schedule, topology) is None
+    assert numeric_replay(schedule)
+
+
+# ----------------------------------------------------------------------------- one-shot
+@pytest.mark.parametrize("ranks", [2, 3, 8])
+@pytest.mark.parametrize("chunks", [None, 3])
+def test_one_shot_allreduce_is_one_step_and_sums(ranks, chunks):
+    topo = gen.nvswitch(ranks, 300.0)
+    schedule = synthesize(topo, Kind.ALLREDUCE, one_shot.NAME, chunks=chunks)
+    _check(schedule, topo)
+    assert schedule.num_steps == 1
+    g = schedule.collective.num_chunks
+    assert schedule.num_transfers == ranks * (ranks - 1) * g
+    assert set(schedule.op.tolist()) == {1}  # every transfer a reduce
+
+
+def test_one_shot_on_a_multihost_machine_with_a_nic_per_gpu():
+    """Every pair has a switch route (through the hosts' NVSwitch or the network), so it applies."""
+    topo = gen.fattree(racks=2, servers=2, gpus=2)
+    _check(synthesize(topo, Kind.ALLREDUCE, one_shot.NAME), topo)
+
+
+def test_one_shot_halves_the_latency_of_a_small_allreduce():
+    """One α instead of the two-shot's two: at 1 KiB on an 8-GPU NVSwitch box it takes about half
+    the time of direct (reduce-scatter + allgather); at 1 MiB the (R−1)·size per rank loses."""
+    topo = gen.nvswitch(8, 300.0)
+    one = synthesize(topo, Kind.ALLREDUCE, one_shot.NAME)
+    two = synthesize(topo, Kind.ALLREDUCE, "direct")
+    assert _time(one, topo, 1024) < 0.6 * _time(two, topo, 1024)
+    assert _time(one, topo, 1 << 20) > _time(two, topo, 1 << 20)
+
+
+def test_one_shot_by_hosts_then_rails_serves_a_rail_only_machine(builtin):
+    """dgx-a100x2: GPUs of different hosts and rails have no route (NVSwitch inside, a network per
+    rail), so the flat exchange does not apply; inside hosts then along rails does, in two steps."""
+    topo = builtin("dgx-a100x2")
+    with pytest.raises(NotApplicable, match="only through other ranks"):
+        one_shot.flat(topo, METHODS[one_shot.NAME].collective(topo, Kind.ALLREDUCE), router_for(topo))
+    for options in (None, {"size": 1024}):
+        schedule = synthesize(topo, Kind.ALLREDUCE, one_shot.NAME, options=options)
+        _check(schedule, topo)
+        assert schedule.params["variant"] == "hosts" and schedule.num_steps == 2
+
+
+def test_one_shot_keeps_the_faster_variant_for_the_size():
+    """On a fat-tree of NVSwitch servers both variants apply; each size keeps the faster one."""
+    topo = gen.fattree(racks=2, servers=2, gpus=4)
+    router = router_for(topo)
+    collective = METHODS[one_shot.NAME].collective(topo, Kind.ALLREDUCE)
+    variants = {"flat": one_shot.flat(topo, collective, router), "hosts": one_shot.by_hosts(topo, collective, router)}
+    for size in (1 << 10, 1 << 16, 1 << 20):
+        chosen = synthesize(topo, Kind.ALLREDUCE, one_shot.NAME, options={"size": size})
+        _check(chosen, topo)
+        assert chosen.params["chosen_at_size"] == size
+        best = min(_time(s, topo, size) for s in variants.values())
+        assert _time(chosen, topo, size) == pytest.approx(best)
+        assert _time(variants[chosen.params["variant"]], topo, size) == pytest.approx(best)
+
+
+def test_one_shot_needs_a_route_between_every_pair(small_topologies):
+    with pytest.raises(NotApplicable, match="only through other ranks"):
+        synthesize(small_topologies["ring5"], Kind.ALLREDUCE, one_shot.NAME)
+    with pytest.raises(NotApplicable, match="does not serve"):
+        synthesize(small_topologies["nvswitch6"], Kind.BROADCAST, one_shot.NAME)
+
+
+# ----------------------------------------------------------------------------- pipelined trees
+@pytest.mark.parametrize("name", sorted(MACHINES))
+@pytest.mark.parametrize("kind", sorted(pipelined_tree.COLLECTIVES, key=lambda k: k.value))
+@pytest.mark.parametrize("size", [1 << 10, 1 << 20, 64 << 20])
+def test_pipelined_tree_every_collective_verifies_and_replays(name, kind, size):
+    topo = MACHINES[name]()
+    roots = [0, topo.num_ranks - 1] if kind is not Kind.ALLREDUCE else [None]
+    for root in roots:
+        schedule = synthesize(topo, kind, pipelined_tree.NAME, root=root, options={"size": size})
+        _check(schedule, topo)
+        assert schedule.params["chosen_at_size"] == size
+        if kind is not Kind.ALLREDUCE:
+            p = schedule.params
+            assert p["parts"] * p["chunks_per_part"] == schedule.collective.num_chunks
+
+
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE])
+def test_pipelined_tree_keeps_a_requested_chunk_count(kind):
+    topo = gen.multihost(hosts=3, gpus=4)
+    schedule = synthesize(topo, kind, pipelined_tree.NAME, chunks=8, options={"size": 1 << 20})
+    assert schedule.collective.chunks_per_piece == 8
+    _check(schedule, topo)
+
+
+def test_pipelined_tree_picks_few_steps_small_and_pipelines_large():
+    """The α-β trade: at 1 KiB the fewest steps (a k-nomial tree, each part moving whole), at
+    256 MiB a pipelined chain of many chunks."""
+    topo = gen.multihost(hosts=8, gpus=4)
+    small = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 1 << 10})
+    large = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 256 << 20})
+    assert small.params["shape"] == "knomial" and small.num_steps <= 5
+    assert large.params["shape"] == "kary" and large.params["chunks_per_part"] >= 8
+    assert large.num_steps > small.num_steps
+    # each is the faster of the two at its own size
+    assert _time(small, topo, 1 << 10) < _time(large, topo, 1 << 10)
+    assert _time(large, topo, 256 << 20) < _time(small, topo, 256 << 20)
+
+
+def test_pipelined_tree_uses_every_nic_of_the_root_host():
+    """With a NIC per GPU the data is dealt to the root host's GPUs and crosses the network on
+    every rail; with one NIC per host (no GPU reaches another host without it) one part does."""
+    rails = synthesize(gen.multihost(hosts=4, gpus=4), Kind.BROADCAST, pipelined_tree.NAME, options={"size": 16 << 20})
+    assert rails.params["layout"] == "hosts" and rails.params["parts"] == 4
+    topo = gen.multihost(hosts=4, gpus=4, fabric="pcie", nic="host")
+    single = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 16 << 20})
+    assert single.params["layout"] == "hosts"
+    _check(single, topo)
+
+
+@pytest.mark.parametrize("hosts", [1, 2, 3, 5, 8, 16, 17])
+@pytest.mark.parametrize("fanout", [1, 2, 3, 7])
+def test_split_trees_reach_every_host_in_the_promised_levels(hosts, fanout):
+    for shape in ("knomial", "kary"):
+        parent, level = pipelined_tree.split_tree(hosts, fanout, shape)
+        assert parent[0] == -1 and level[0] == 0
+        for h in range(1, hosts):
+            assert 0 <= parent[h] < h  # parents come first: subtrees are ranges after their root
+            assert level[h] == level[parent[h]] + 1 if shape == "kary" else level[h] > level[parent[h]]
+        if shape == "knomial":
+            rounds = max(level)
+            assert rounds == (0 if hosts == 1 else math.ceil(math.log(hosts) / math.log(fanout + 1) - 1e-9))
+        else:
+            children = [sum(1 for p in parent if p == h) for h in range(hosts)]
+            assert max(children) <= fanout
+
+
+def test_knomial_fanouts_are_the_smallest_for_each_round_count():
+    assert pipelined_tree.knomial_fanouts(16) == [15, 3, 2, 1]
+    assert pipelined_tree.knomial_fanouts(2) == [1]
+    for hosts in (3, 9, 17, 100):
+        for k in pipelined_tree.knomial_fanouts(hosts):
+            rounds = math.ceil(math.log(hosts) / math.log(k + 1) - 1e-9)
+            assert k == 1 or k**rounds < hosts  # one less would need another round
+
+
+def test_near_hosts_are_contiguous_in_the_layout():
+    """On a fat-tree the hosts of the root's rack come first and every rack's hosts are together,
+    so the range-shaped subtrees enter each rack once."""
+    topo = gen.fattree(racks=3, servers=3, gpus=2)
+    root = 9  # a GPU of the second rack
+    (layout,) = pipelined_tree.layouts(topo, root, router_for(topo))
+    racks = [topo.node_name(g[0]).split("s")[0] for g in layout.groups]
+    assert root in layout.groups[0] and layout.carriers[0][0] == root
+    assert racks[:3] == [racks[0]] * 3
+    assert len({tuple(racks[i : i + 3]) for i in (0, 3, 6)}) == 3 and all(len(set(racks[i : i + 3])) == 1 for i in (0, 3, 6))
+
+
+def test_registered_and_tuned_for_size():
+    method = METHODS[pipelined_tree.NAME]
+    assert method.tunes_for_size and method.family == "scalable"
+    assert {k for k in Kind if method.serves(k)} == {Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE}
+    assert METHODS[one_shot.NAME].family == "scalable" and METHODS[one_shot.NAME].tunes_for_size
+
+
+def test_tuned_schedules_export_to_msccl_with_their_size_range():
+    """The size each was tuned for becomes MSCCL's minBytes/maxBytes (synth.interop.msccl_sizes);
+    the export replays the layout against the schedule (self_check)."""
+    topo = gen.nvswitch(4, 300.0)
+    cases = ((Kind.ALLREDUCE, one_shot.NAME), (Kind.BROADCAST, pipelined_tree.NAME), (Kind.REDUCE, pipelined_tree.NAME))
+    for kind, method in cases:
+        schedule = synthesize(topo, kind, method, options={"size": 1024})
+        result = export_msccl(schedule)
+        assert result.algo.min_bytes <= 1024 <= result.algo.max_bytes < 1 << 20
