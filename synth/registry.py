@@ -20,6 +20,7 @@ from synth.algorithms import (
     double_binary_tree,
     greedy,
     hierarchical,
+    multipath,
     multiring,
     packing,
     recursive_doubling,
@@ -48,6 +49,7 @@ _TABLE: tuple[Method, ...] = (
     ilp.METHOD,
     greedy.METHOD,
     packing.METHOD,
+    multipath.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

@@ -27,6 +27,7 @@ MODULES = [
     "hierarchical",
     "greedy",
     "packing",
+    "multipath",
 ]
 
 
