@@ -4,6 +4,8 @@ relays round the slow link where `direct` cannot."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -83,7 +85,7 @@ def test_routing_is_the_flow_optimum(topo):
         for _, path in options:
             segments = [routing.segments[i] for i in path]
             assert segments[0].src == s and segments[-1].dst == d
-            assert all(a.dst == b.src for a, b in zip(segments, segments[1:]))
+            assert all(a.dst == b.src for a, b in pairwise(segments))
 
 
 @pytest.mark.parametrize("make", [slow_nic_boxes, slow_link_torus])
