@@ -36,6 +36,8 @@ from synth.topology import Topology
 
 #: the LP is solved on machines with at most this many variables (R × links)
 LP_MAX_VARIABLES = 60_000
+#: larger LPs are solved by the interior point method rather than the simplex
+SIMPLEX_MAX_VARIABLES = 15_000
 #: the second solve keeps τ within this relative slack of the first one's optimum
 LP_SLACK = 1e-4
 #: flows below this (in units of one pair's demand) are solver noise
@@ -179,6 +181,9 @@ def _solve_flows(topology: Topology) -> tuple[float, np.ndarray] | None:
     lp.a_matrix_.value_ = val
     h = new_highs()
     h.setOptionValue("random_seed", 0)
+    # these LPs are degenerate: the dual simplex crawls on the large ones, the interior point
+    # method (with its crossover to a vertex) does not (90-rank torus: 25 s against 220 s)
+    h.setOptionValue("solver", "ipm" if cols > SIMPLEX_MAX_VARIABLES else "simplex")
     with native_stdout_to_stderr():
         h.passModel(lp)
         h.run()
