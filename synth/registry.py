@@ -46,10 +46,10 @@ _TABLE: tuple[Method, ...] = (
     multiring.METHOD,
     double_binary_tree.METHOD,
     hierarchical.METHOD,
+    multipath.METHOD,
     ilp.METHOD,
     greedy.METHOD,
     packing.METHOD,
-    multipath.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

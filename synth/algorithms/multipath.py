@@ -59,8 +59,8 @@ STEP_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 MIN_CHUNKS = 8
 #: at most this many chunk placements (pairs × chunks) per schedule: bounds the synthesis time
 PLACEMENT_BUDGET = 120_000
-#: step counts are tried in increasing order until this many in a row each estimate slower
-PATIENCE = 2
+#: step counts placed beside the fewest: the best ones by `model_us`
+SHORTLIST = 2
 #: candidate (T, k) built and timed exactly, the best by the placement's own cost estimate
 EXACT_CANDIDATES = 3
 
@@ -130,8 +130,10 @@ class Placement:
                     delta = np.maximum(seg_max - step_max[at], 0.0).sum(axis=1)
                     behind = taken[p][path_of] - share * (j + 1)
                     busiest = seg_max.max(axis=1)
-                    order = np.lexsort((np.arange(len(cands)), busiest, behind, np.round(delta, 12)))
-                    best = int(order[0])
+                    # lexicographic (delta, behind, busiest, index), without sorting
+                    tied = delta <= delta.min() + 1e-12
+                    key = behind + 1e-6 * busiest / (float(busiest.max()) + 1e-12)
+                    best = int(np.argmin(np.where(tied, key, np.inf)))
                 idx = res[best].ravel()
                 idx = idx[idx != dummy]
                 load[idx] += 1.0  # a candidate's resources are distinct (its segments in distinct steps)
@@ -199,6 +201,23 @@ def configurations(routing: Routing, chunks: int | None) -> list[tuple[int, int]
     return out
 
 
+def model_us(routing: Routing, steps: int, size: int) -> float:
+    """A rough step-synchronous time of a T-step placement, to shortlist step counts before
+    placing any chunk: T steps of the largest segment latency, and the flow's bandwidth time a·τ
+    stretched by the pipeline's fill, (longest − 1)/T of it (an overestimate: the placement fills
+    the first and last steps with unrelayed chunks)."""
+    alpha = max(seg.alpha for seg in routing.segments)
+    bandwidth = size / routing.topology.num_ranks * routing.tau / 1e3
+    return steps * alpha + bandwidth * (1 + (routing.longest - 1) / steps)
+
+
+def shortlist(routing: Routing, configs: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """The configurations worth placing: the fewest steps (fewest chunks, often as good: the
+    placement fills the fill and drain steps), and the `SHORTLIST` best others by `model_us`."""
+    rest = sorted(configs[1:], key=lambda c: (model_us(routing, c[0], size), c[0]))[:SHORTLIST]
+    return configs[:1] + sorted(rest)
+
+
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
     """Multipath alltoall (module docstring) tuned for the ``size`` option (default 1 GiB);
     ``requested_chunks`` None lets it choose the chunks per piece."""
@@ -210,14 +229,9 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     routing = routing_for(topology)
     r = topology.num_ranks
     placements: list[tuple[float, int, Placement]] = []
-    worse = 0
-    for steps, k in configurations(routing, requested):
+    for steps, k in shortlist(routing, configurations(routing, requested), at):
         placement = Placement(routing, steps, k)
-        estimate = placement.estimate_us(at)
-        worse = worse + 1 if placements and estimate > placements[-1][0] else 0
-        placements.append((estimate, steps, placement))
-        if worse == PATIENCE:  # more steps only add α from here on (timed_sweep's rule)
-            break
+        placements.append((placement.estimate_us(at), steps, placement))
     placements.sort(key=lambda p: p[:2])
     best: tuple[float, int, Schedule] | None = None
     for _, _, placement in placements[:EXACT_CANDIDATES]:
