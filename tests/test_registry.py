@@ -29,6 +29,7 @@ MODULES = [
     "packing",
     "one_shot",
     "pipelined_tree",
+    "multipath",
 ]
 
 
