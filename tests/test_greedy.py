@@ -19,6 +19,7 @@ from synth.algorithms.engines.greedy_engine import (
     proposer_class,
 )
 from synth.algorithms.engines.greedy_engine.bitwords import first_true
+from synth.algorithms.engines.greedy_engine.proposals_single_target import in_reach
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.bounds import bound_model
@@ -311,3 +312,23 @@ def test_first_true_over_words_matches_numpy(width):
     assert np.array_equal(found, flags.any(axis=1))
     assert np.array_equal(first[found], flags.argmax(axis=1)[found])
     assert not found[0] and first[1] == width - 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_queue_in_reach_keeps_every_carriers_first_chunks(seed):
+    """The chunks a one-destination step sorts (in_reach) give every carrier the same first
+    ``scan`` chunks, in the same order, as sorting all of them (farthest first, stable)."""
+    rng = np.random.default_rng(seed)
+    ranks, n, scan = int(rng.integers(1, 9)), int(rng.integers(0, 400)), int(rng.integers(1, 40))
+    here = rng.integers(0, ranks, n)
+    hops = rng.integers(0, int(rng.integers(1, 5)), n)
+    far = hops + rng.random(n)
+    far[: n // 10] = np.floor(far[: n // 10])  # keys exactly at a whole number of hops
+
+    def firsts(keep):
+        idx = np.arange(n) if keep is None else np.flatnonzero(keep)
+        order = idx[np.lexsort((-far[idx], here[idx]))]
+        return [order[here[order] == v][:scan].tolist() for v in range(ranks)]
+
+    keep = in_reach(here, hops, far, ranks, scan)
+    assert firsts(keep) == firsts(None)

@@ -43,6 +43,27 @@ def smallest(cost: np.ndarray, room: np.ndarray, invalid: float) -> tuple[np.nda
     return row, order[row, col], top[:, 0] < invalid
 
 
+def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
+    """Which queued chunks `SingleTargetProposer` must sort (None: all): those on ``here`` (their
+    carrier), ``hops`` channels from their rank, keyed ``far`` = hops + noise in [0, 1), farthest
+    first. `SingleTargetProposer.propose` looks at the first ``scan`` chunks of a carrier's queue
+    only, and a chunk fewer hops away comes after every chunk at least ``b`` hops away once its
+    key is below ``b``: per carrier, ``b`` is the most hops at which at least ``scan`` of its
+    chunks are that far or farther, and the chunks kept (key at least ``b``) are those and any as
+    far. The first ``scan`` of every carrier's queue are then the same, in the same order (the
+    sort is stable, and keeping preserves the order), and so is every carrier's having a queue."""
+    if here.size <= scan or np.bincount(here, minlength=ranks).max() <= scan:
+        return None
+    levels = int(hops.max()) + 1
+    # chunks per (carrier, hops), farthest first, and how many are at least that far
+    per_level = np.bincount(here * levels + (levels - 1 - hops), minlength=ranks * levels).reshape(ranks, levels)
+    at_least = np.cumsum(per_level, axis=1)
+    enough = at_least[:, -1] > scan
+    level = np.argmax(at_least >= scan, axis=1)
+    bound = np.where(enough, (levels - 1 - level).astype(np.float64), -np.inf)
+    return far >= bound[here]
+
+
 class SingleTargetProposer(Proposer):
     """Chunks with one destination, moved one copy each, farthest first.
 
@@ -81,12 +102,12 @@ class SingleTargetProposer(Proposer):
     def _queue(self, chunk_noise: np.ndarray) -> None:
         """Chunks still on their way, grouped by carrier, farthest from their rank first: of a
         carrier with more than ``single_scan`` of them, only those `propose` can look at and the
-        ones as far (`_in_reach`), since sorting all of them every step took half the run."""
+        ones as far (`in_reach`), since sorting all of them every step took half the run."""
         active = np.flatnonzero(self.pending)
         here = self.carrier[active]
         hops = self.dist[here, self.target[active]]
         far = hops + chunk_noise[active]
-        keep = self._in_reach(here, hops, far)
+        keep = in_reach(here, hops, far, self.shared.r, self.options.single_scan)
         if keep is not None:
             active, here, far = active[keep], here[keep], far[keep]
         # np.lexsort((-far, here)), as two stable sorts: the second, of small integers, is a
@@ -96,28 +117,6 @@ class SingleTargetProposer(Proposer):
         self.queue = active[order]
         self.queue_ptr = np.searchsorted(here[order], np.arange(self.shared.r + 1))
         self.moving.fill(False)
-
-    def _in_reach(self, here: np.ndarray, hops: np.ndarray, far: np.ndarray) -> np.ndarray | None:
-        """Which queued chunks to sort (None: all). `propose` looks at the first ``single_scan``
-        chunks of a carrier's queue only. A chunk's key is ``far`` = hops + noise in [0, 1), so
-        a chunk fewer hops away comes after every chunk at least ``b`` hops away once its key is
-        below ``b``: per carrier, ``b`` is the most hops at which at least ``single_scan`` of its
-        chunks are that far or farther, and the chunks kept (key at least ``b``) are those and
-        any as far. The first ``single_scan`` of the queue are then the same, in the same order
-        (the sort is stable, and keeping preserves the order), and so is every carrier's having a
-        queue at all."""
-        scan = self.options.single_scan
-        r = self.shared.r
-        if here.size <= scan or np.bincount(here, minlength=r).max() <= scan:
-            return None
-        levels = int(hops.max()) + 1
-        # chunks per (carrier, hops), farthest first, and how many are at least that far
-        per_level = np.bincount(here * levels + (levels - 1 - hops), minlength=r * levels).reshape(r, levels)
-        at_least = np.cumsum(per_level, axis=1)
-        enough = at_least[:, -1] > scan
-        level = np.argmax(at_least >= scan, axis=1)
-        bound = np.where(enough, (levels - 1 - level).astype(np.float64), -np.inf)
-        return far >= bound[here]
 
     def propose(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray) -> Proposals:
         """The source's queued chunks that the channel brings closer to their rank, farthest
