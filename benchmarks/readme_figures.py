@@ -250,6 +250,27 @@ def _ilp_ndv2x2(r: Results) -> str:
     )
 
 
+@derived("auto_speed")
+def _auto_speed(r: Results) -> str:
+    """auto_speed's before and after runs, one table row per case."""
+    runs = r["auto_speed"]["runs"]
+    before = {run["case"]: run for run in runs.get("before", [])}
+    rows = [
+        "| case | ranks | CPU s before | CPU s after | wall s before | wall s after | peak MiB before | after "
+        "| chosen time after / before |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs.get("after", []):
+        b = before.get(run["case"])
+        if b is None:
+            continue
+        rows.append(
+            f"| {run['case']} | {run['ranks']} | {b['cpu_s']:.1f} | {run['cpu_s']:.1f} | {b['wall_s']:.0f} | {run['wall_s']:.0f} "
+            f"| {b['peak_rss_mib']:.0f} | {run['peak_rss_mib']:.0f} | {run['time_us'] / b['time_us']:.3f} |"
+        )
+    return "\n\n" + "\n".join(rows) + "\n"
+
+
 def _seconds(case: dict) -> str:
     """Wall and CPU time of a greedy_scale case; one figure when the machine was idle enough."""
     wall, cpu = case["wall_s"], case["cpu_s"]
@@ -480,6 +501,7 @@ FIGURES: dict[str, Figure] = {
     "bench-packing-time": fig(
         "quality-packing", "≤ {max_synth_cpu_s[torus 8x8]:.2f} s of CPU (8 × 8 torus), ≤ {max_synth_cpu_s[fattree-4rack]:.2f} s"
     ),
+    "bench-auto-speed": _auto_speed,
     "bench-auto-1gib": fig("quality-auto", "{at_1GiB[geomean]:.3f} ({at_1GiB[count]} cases)"),
     "bench-auto-1kib": fig("quality-auto", "{at_1KiB[geomean]:.3f}"),
     "bench-auto-classic": fig(

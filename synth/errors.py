@@ -52,3 +52,9 @@ class InputError(SynthError):
 
 class NotApplicable(SynthError):
     """A synthesizer cannot produce a schedule for this topology/collective (says why)."""
+
+
+class CannotBeat(NotApplicable):
+    """A method asked to beat a time (the ``beat_us`` option some methods take: `synth.selection`
+    passes the best time found so far) found that its schedule cannot: the steps it had built
+    already took longer. Its schedule would not have been chosen, so it stopped building it."""

@@ -21,6 +21,9 @@ from functools import cached_property
 
 from synth.topology import Topology
 
+#: stopped searches from one source before `Router.route` builds that source's whole table
+PAIR_SEARCHES = 4
+
 
 def tie_break_hash(a: int, b: int, depth: int) -> int:
     """A deterministic hash of (source, destination, hop) that spreads equal-cost choices."""
@@ -58,6 +61,7 @@ class Router:
         self._from: dict[int, dict[int, Route]] = {}
         self._relay: dict[int, dict[int, tuple[int, ...]]] = {}
         self._pair: dict[tuple[int, int], Route | None] = {}
+        self._pair_searches: dict[int, int] = {}
         self._rings: dict[int, tuple[list[int], bool]] = {}
 
     # ------------------------------------------------------------------ switch-only routes
@@ -70,12 +74,20 @@ class Router:
 
     def route(self, a: int, b: int) -> Route | None:
         """Best switch-only route a → b (None if there is none). Uses the per-source table when
-        it exists, else a search that stops at b (same result, without all-pairs work)."""
+        it exists, else a search that stops at b (same result, without all-pairs work); once
+        `PAIR_SEARCHES` pairs from ``a`` were searched, the caller is going through many of its
+        destinations (direct, alltoall), so the table from ``a`` is built instead: one search
+        costs about what a few stopped ones do, and 127 stopped searches from every source of a
+        128-rank fat-tree took most of a minute."""
         table = self._from.get(a)
         if table is not None:
             return table.get(b)
         key = (a, b)
         if key not in self._pair:
+            searched = self._pair_searches.get(a, 0)
+            if searched >= PAIR_SEARCHES:
+                return self.routes_from(a).get(b)
+            self._pair_searches[a] = searched + 1
             self._pair[key] = self._search(a, target=b).get(b)
         return self._pair[key]
 

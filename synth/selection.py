@@ -20,6 +20,15 @@ The candidates for a collective and a list of sizes (`plan`), in the order of th
   schedule (``ilp@1GiB/pipelined``: `PIPELINE_WAVES` waves of `wave_chunks` chunks following one
   `PIPELINE_STAGES`-step template, docs/ilp.md).
 
+`plan` puts them in the order of what they cost (`COST_ORDER`, by family, whatever the methods
+are: the baselines first, then the self-tuning synthesizers, then exact solvers), so that the
+expensive ones run when a good time is already known. With ``prune`` (auto at one size, in the
+step-synchronous model) that time is used twice, both ways exact: once the best time found meets
+the lower bound (`synth.bounds`) no schedule can be faster, and the runs left are skipped, saying
+so; and a method that takes the option `BEAT_OPTION` is given the best time so far, which it may
+use to stop building a schedule that is already slower (`synth.errors.CannotBeat`: it is
+skipped, saying so, with the seconds it took).
+
 `select` runs them through `Method.synthesize` (so every schedule is verified), times each run
 (wall seconds), predicts every schedule's time at every size with the simulator (the
 step-synchronous model of docs/formats.md, 'Step-synchronous cost', unless asked otherwise) and drops a schedule that repeats an
@@ -40,7 +49,7 @@ from typing import Any
 
 from synth.bounds import bound_model
 from synth.collective import Collective, Kind
-from synth.errors import NotApplicable
+from synth.errors import CannotBeat, NotApplicable
 from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router
 from synth.schedule import Schedule, same_transfers
@@ -63,6 +72,16 @@ EXACT_SECONDS = 10.0
 PIPELINE_FROM = 1 << 20
 PIPELINE_STAGES = 3
 PIPELINE_WAVES = 8
+
+#: the order runs go in, by the method's family (`synth.method.FAMILIES`): what a run costs
+#: grows along it (baselines: a fraction of a second; self-tuning synthesizers: seconds; exact
+#: solvers: their time limit), so the cheap runs give a time to beat before the costly ones run
+COST_ORDER = ("classic", "nccl", "scalable", "exact")
+#: the option through which `select` (with ``prune``) gives a method the time to beat (µs, at the
+#: one size asked); a method takes it by listing it in its options
+BEAT_OPTION = "beat_us"
+#: the best time counts as meeting the lower bound within this relative tolerance
+BOUND_TOLERANCE = 1e-9
 
 #: the ``auto`` method: its name, its options, and the size it is for when given none
 AUTO = "auto"
@@ -133,7 +152,8 @@ class Candidate:
 @dataclass(frozen=True)
 class Selection:
     """What `select` ran and found: the candidates best first, the wall seconds of every run that
-    gave a schedule (a repeated schedule too), and what was left out, with why, in run order."""
+    gave a schedule (a repeated schedule too) or stopped because it could not beat the best time
+    (`synth.errors.CannotBeat`), and what was left out, with why, in run order."""
 
     kind: Kind
     sizes: tuple[int, ...]
@@ -209,7 +229,14 @@ def plan(
             largest = max(sizes)
             options = {"size": largest, "pipeline": PIPELINE_STAGES, "wave_chunks": w}
             runs.append(Run(f"{method.name}@{format_size(largest)}/pipelined", method, options, k, largest))
+    runs.sort(key=lambda run: cost_rank(run.method))  # stable: the methods' order within a family
     return runs, skipped
+
+
+def cost_rank(method: Method) -> int:
+    """Where a method's runs go in `plan`'s order (`COST_ORDER`; a family not listed goes last)."""
+    family = method.family
+    return COST_ORDER.index(family) if family in COST_ORDER else len(COST_ORDER)
 
 
 def select(
@@ -225,16 +252,21 @@ def select(
     budget: float = DEFAULT_BUDGET,
     exact: bool = True,
     progress: ProgressCallback | None = None,
+    prune: bool = False,
 ) -> Selection:
     """Run the candidates of `plan`, verified, predict their times at ``sizes`` with the simulator
     (``model``), and rank them (the module says how). Once ``budget`` seconds are spent only the
     baselines run; an exact solver's runs share the time left (at most `EXACT_SECONDS` each, at
-    least 1 s). ``progress(done, total, label)`` is called after each run."""
+    least 1 s). ``progress(done, total, label)`` is called after each run. ``prune`` (used at one
+    size in the step-synchronous model, else ignored): skip what cannot beat the best time found
+    (the module says how); the chosen time is the same as without it."""
     kind = Kind(kind)
     sizes = tuple(int(s) for s in sizes)
     if not sizes:
         raise ValueError("select needs at least one size")
     runs, skipped = plan(methods, topology, kind, sizes, chunks=chunks, exact=exact)
+    prune = prune and len(sizes) == 1 and model == "sync"
+    floor_us = bound_model(topology, kind, root).time_us(sizes[0]) if prune else 0.0
     started = time.monotonic()
     found: list[Candidate] = []
     seconds: list[tuple[str, float]] = []
@@ -245,6 +277,13 @@ def select(
     for name, method_runs in by_method.items():
         method = method_runs[0].method
         spent = time.monotonic() - started
+        best_us = min((c.times_us[0] for c in found), default=math.inf)
+        if prune and best_us <= floor_us * (1 + BOUND_TOLERANCE):
+            skipped.append((name, f"not run: the best time found, {best_us:.3f} us, meets the lower bound"))
+            done += len(method_runs)
+            if progress is not None:
+                progress(done, len(runs), name)
+            continue
         if method.family not in BASELINE_FAMILIES and spent > budget:
             skipped.append((name, f"time budget of {budget:g} s spent"))
             done += len(method_runs)
@@ -255,12 +294,18 @@ def select(
             share = max(1.0, min(EXACT_SECONDS, (budget - spent) / len(method_runs)))
             method_runs = [replace(run, options={**run.options, "time_limit": share}) for run in method_runs]
         for run in method_runs:
+            options = dict(run.options)
+            best_us = min((c.times_us[0] for c in found), default=math.inf)
+            if prune and BEAT_OPTION in method.options and best_us < math.inf:
+                options[BEAT_OPTION] = best_us
             t0 = time.perf_counter()
             try:
-                schedule = method.synthesize(
-                    topology, kind, root=root, chunks=run.chunks, router=router, options=dict(run.options) or None
-                )
+                schedule = method.synthesize(topology, kind, root=root, chunks=run.chunks, router=router, options=options or None)
                 elapsed = time.perf_counter() - t0
+            except CannotBeat as exc:
+                seconds.append((run.label, time.perf_counter() - t0))
+                skipped.append((run.label, str(exc)))
+                continue
             except NotApplicable as exc:
                 skipped.append((run.label, str(exc)))
                 continue
@@ -334,6 +379,7 @@ def auto_method(candidates: Sequence[Method]) -> Method:
             router=router,
             budget=float(options.get("budget", DEFAULT_BUDGET)),
             progress=None if user_progress is None else (lambda done, total, _label: user_progress(done, total)),
+            prune=True,
         )
         chosen = selection.chosen
         bounds = [bound_model(topology, collective.kind, collective.root).time_us(s) for s in sizes]

@@ -11,6 +11,7 @@ from synth.cli import main
 from synth.collective import ROOTED, Kind
 from synth.errors import NotApplicable
 from synth.registry import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
+from synth.selection import COST_ORDER, cost_rank, plan, select
 from synth.verify import verify
 
 from .reference import numeric_replay
@@ -142,3 +143,43 @@ def test_pipelined_ilp_candidate_at_large_sizes(builtin, monkeypatch):
     assert predicted_us(schedule, dgx1, [1 << 30])[0] == pytest.approx(best, abs=1e-3)
     small = synthesize(dgx1, "gather", "auto", root=0, options={"size": 1 << 10})
     assert not any("pipelined" in label for label in small.params["predicted_us"])
+
+
+def test_plan_runs_the_cheap_families_first(builtin):
+    """Whatever order the methods come in, the baselines run first, then the self-tuning
+    synthesizers, then exact solvers (selection.COST_ORDER), each family in the order given."""
+    methods = list(reversed([m for m in METHODS.values() if m.family != "meta"]))
+    runs, _ = plan(methods, builtin("dgx1"), Kind.ALLGATHER, [1 << 20])
+    ranks = [cost_rank(run.method) for run in runs]
+    assert ranks == sorted(ranks) and len(set(ranks)) > 1
+    assert [COST_ORDER[i] for i in dict.fromkeys(ranks)] == [f for f in COST_ORDER if f in {r.method.family for r in runs}]
+    classic = [run.method.name for run in runs if run.method.family == "classic"]
+    assert classic == [m.name for m in methods if m.family == "classic" and m.serves(Kind.ALLGATHER)]
+
+
+@pytest.mark.parametrize(
+    "name, kind, size", [("dgx-a100", "allgather", 1 << 16), ("dgx1", "allreduce", 1 << 20), ("dgx-a100x2", "alltoall", 1 << 16)]
+)
+def test_pruning_keeps_the_chosen_time(builtin, name, kind, size):
+    """auto prunes (the bound met, methods that cannot beat the best) and chooses the same time as
+    a selection that runs every candidate to the end; what it pruned it says, with the seconds of
+    a run it stopped."""
+    topo = builtin(name)
+    table = [m for m in METHODS.values() if m.family != "meta"]
+    full = select(table, topo, kind, [size])
+    pruned = select(table, topo, kind, [size], prune=True)
+    assert pruned.chosen.times_us[0] == pytest.approx(full.chosen.times_us[0], rel=1e-12)
+    assert len(pruned.ranked) <= len(full.ranked)
+    for label, why in pruned.skipped:
+        if "cannot beat" in why:
+            assert label in dict(pruned.seconds)
+
+
+def test_a_baseline_at_the_bound_ends_the_search(builtin):
+    """On a DGX A100 a 64 KiB allgather's direct schedule meets the lower bound: nothing can be
+    faster, so auto runs no synthesizer after the baselines and says why."""
+    schedule = synthesize(builtin("dgx-a100"), "allgather", "auto", options={"size": 1 << 16})
+    params = schedule.params
+    assert params["predicted_us"][params["chosen"]][0] == pytest.approx(params["lower_bound_us"][0], rel=1e-6)
+    assert "meets the lower bound" in params["skipped"]["greedy"]
+    assert not any(label.startswith(("greedy", "packing")) for label in params["seconds"])

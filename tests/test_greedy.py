@@ -19,12 +19,13 @@ from synth.algorithms.engines.greedy_engine import (
     proposer_class,
 )
 from synth.algorithms.engines.greedy_engine.bitwords import first_true
+from synth.algorithms.engines.greedy_engine.proposals_single_target import in_reach
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.bounds import bound_model
 from synth.builtin import BUILTIN_NAMES
 from synth.collective import ROOTED, Collective, Kind
-from synth.errors import NotApplicable
+from synth.errors import CannotBeat, NotApplicable
 from synth.registry import METHODS, synthesize
 from synth.verify import verify
 
@@ -210,6 +211,39 @@ def test_size_chooses_chunks(builtin):
     assert fixed.collective.chunks_per_piece == 2
 
 
+@pytest.mark.parametrize("name", ["dgx1", "dgx-a100x2"])
+@pytest.mark.parametrize("kind", ["allgather", "reduce-scatter", "allreduce", "broadcast", "reduce", "alltoall", "gather"])
+def test_beat_us_stops_exactly_at_the_simulated_time(builtin, name, kind):
+    """The time a greedy run adds up step by step (both phases of allreduce, the dual's forward
+    run) is the simulator's: asked to beat a hair more than the schedule's time it finishes with
+    the same schedule; a hair less, and it stops (CannotBeat)."""
+    topo = builtin(name)
+    for size in (1 << 16, 1 << 30):
+        plain = synthesize(topo, kind, "greedy")
+        k = plain.collective.chunks_per_piece
+        time = predicted_us(plain, topo, [size])[0]
+        kept = synthesize(topo, kind, "greedy", chunks=k, options={"size": size, "beat_us": time * (1 + 1e-7)})
+        assert kept.num_transfers == plain.num_transfers and predicted_us(kept, topo, [size])[0] == time
+        with pytest.raises(CannotBeat, match="cannot beat"):
+            synthesize(topo, kind, "greedy", chunks=k, options={"size": size, "beat_us": time * (1 - 1e-7)})
+
+
+@pytest.mark.parametrize("kind", ["allgather", "allreduce", "alltoall"])
+def test_beat_us_does_not_change_the_size_search(builtin, kind):
+    """Stopping the runs that lose does not change what the chunk-count search chooses; a time to
+    beat above the choice changes nothing, one below it gives CannotBeat."""
+    topo = builtin("dgx-a100x2")
+    for size in (1 << 16, 1 << 24):
+        free = synthesize(topo, kind, "greedy", options={"size": size})
+        time = predicted_us(free, topo, [size])[0]
+        for beat in (time * 1.5, time * (1 + 1e-7)):
+            pruned = synthesize(topo, kind, "greedy", options={"size": size, "beat_us": beat})
+            assert pruned.collective == free.collective and pruned.params == free.params
+            assert pruned.num_transfers == free.num_transfers
+        with pytest.raises(CannotBeat):
+            synthesize(topo, kind, "greedy", options={"size": size, "beat_us": time * 0.99})
+
+
 def test_option_errors(dgx1):
     with pytest.raises(NotApplicable, match=r"takes no option\(s\) sead"):
         synthesize(dgx1, "allgather", "greedy", options={"sead": 1})
@@ -219,6 +253,8 @@ def test_option_errors(dgx1):
         synthesize(dgx1, "allgather", "greedy", options={"seeds": 0})
     with pytest.raises(ValueError, match="engine"):
         synthesize(dgx1, "allgather", "greedy", options={"engine": {"exact_bytes": 0}})
+    with pytest.raises(ValueError, match="beat_us"):
+        synthesize(dgx1, "allgather", "greedy", options={"beat_us": 0})
     with pytest.raises(ValueError, match="window must be an integer >= 1"):
         EngineOptions(window=0)
 
@@ -276,3 +312,23 @@ def test_first_true_over_words_matches_numpy(width):
     assert np.array_equal(found, flags.any(axis=1))
     assert np.array_equal(first[found], flags.argmax(axis=1)[found])
     assert not found[0] and first[1] == width - 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_queue_in_reach_keeps_every_carriers_first_chunks(seed):
+    """The chunks a one-destination step sorts (in_reach) give every carrier the same first
+    ``scan`` chunks, in the same order, as sorting all of them (farthest first, stable)."""
+    rng = np.random.default_rng(seed)
+    ranks, n, scan = int(rng.integers(1, 9)), int(rng.integers(0, 400)), int(rng.integers(1, 40))
+    here = rng.integers(0, ranks, n)
+    hops = rng.integers(0, int(rng.integers(1, 5)), n)
+    far = hops + rng.random(n)
+    far[: n // 10] = np.floor(far[: n // 10])  # keys exactly at a whole number of hops
+
+    def firsts(keep):
+        idx = np.arange(n) if keep is None else np.flatnonzero(keep)
+        order = idx[np.lexsort((-far[idx], here[idx]))]
+        return [order[here[order] == v][:scan].tolist() for v in range(ranks)]
+
+    keep = in_reach(here, hops, far, ranks, scan)
+    assert firsts(keep) == firsts(None)

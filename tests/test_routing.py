@@ -1,4 +1,5 @@
 from synth import generators as gen
+from synth import routing
 from synth.routing import Router, ring_order
 
 
@@ -32,14 +33,28 @@ def test_equal_cost_paths_spread_over_spines(builtin):
     assert spines == {"spine0", "spine1"}
 
 
-def test_targeted_search_matches_full_table():
+def test_targeted_search_matches_full_table(monkeypatch):
     topo = gen.fattree(racks=2, servers=2, gpus=4)
+    monkeypatch.setattr(routing, "PAIR_SEARCHES", topo.num_ranks)  # every lookup a stopped search
     full, targeted = Router(topo), Router(topo)
     for a in range(topo.num_ranks):
         table = full.routes_from(a)
         for b in range(topo.num_ranks):
             if a != b:
                 assert targeted.route(a, b) == table.get(b)
+
+
+def test_many_lookups_from_one_source_build_its_table(builtin):
+    """Past PAIR_SEARCHES destinations of one source, route() answers from that source's table
+    (one search instead of one per pair), with the same routes as the stopped searches."""
+    topo = builtin("fattree-4rack")
+    router, reference = Router(topo), Router(topo)
+    searches = []
+    search = router._search
+    router._search = lambda a, target=None: searches.append(target) or search(a, target)
+    answers = [router.route(0, b) for b in range(1, topo.num_ranks)]
+    assert answers == [reference.routes_from(0).get(b) for b in range(1, topo.num_ranks)]
+    assert searches == [*range(1, routing.PAIR_SEARCHES + 1), None]  # then one search for the table
 
 
 def test_ring_orders_of_families():

@@ -18,11 +18,19 @@ from it, so a seed always gives the same schedule), ``seeds`` (try that many see
 on and keep the fastest), ``size`` (bytes; without ``--chunks``, try chunk counts and link-room
 multipliers and keep the fastest at that size; seeds are compared at ``size``, or 1 GiB without it),
 ``progress`` (a callable ``(done, total)``, library only), ``engine`` (an `EngineOptions`: the engine's
-mode thresholds and knobs, library only; tests use it to reach the modes of thousands of ranks).
+mode thresholds and knobs, library only; tests use it to reach the modes of thousands of ranks),
+``beat_us`` (library only, what `synth.selection` passes: the best time found so far at ``size``,
+or 1 GiB without it; `synth.errors.CannotBeat` when greedy's schedule is slower, and a single run
+stops as soon as its steps so far take longer). Within the search of chunk counts, link-room
+multipliers and seeds, every run after the first stops as soon as its steps so far take longer
+than the fastest run so far (`synth.algorithms.engines.size_tuning.TimeLimit`): it would not have
+been kept, so the search chooses exactly as it would without stopping it, and the runs that lose
+cost a part of a run.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -30,15 +38,16 @@ from typing import Any
 from synth.algorithms.engines.builders import dispatcher, with_reductions
 from synth.algorithms.engines.greedy_engine import EngineOptions, Plan, disseminate, link_capacity
 from synth.algorithms.engines.path_channels import channels_for
-from synth.algorithms.engines.size_tuning import check_options, predicted_us
+from synth.algorithms.engines.size_tuning import TimeLimit, beat_option, check_options, predicted_us
 from synth.collective import Collective, Kind
+from synth.errors import CannotBeat
 from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
 
 NAME = "greedy"
-OPTIONS = frozenset({"seed", "seeds", "size", "progress", "engine"})
+OPTIONS = frozenset({"seed", "seeds", "size", "progress", "engine", "beat_us"})
 
 #: size at which seeds are compared when no size is given
 REFERENCE_SIZE = 1 << 30
@@ -48,7 +57,7 @@ TRANSFER_BUDGET = 4_000_000
 Progress = Callable[[int, int], None]
 
 
-def _forward(plan: Plan, progress: Progress | None):
+def _forward(plan: Plan, progress: Progress | None, limit: TimeLimit | None):
     def build(topology: Topology, collective: Collective, router: Router) -> Schedule:
         channels = channels_for(topology)
         _, ref = link_capacity(topology, channels, plan.quantum)
@@ -59,14 +68,15 @@ def _forward(plan: Plan, progress: Progress | None):
             "channels": channels.count,
             "all_pairs": channels.complete,
         }
-        return disseminate(topology, collective, channels, plan, NAME, params, progress)
+        return disseminate(topology, collective, channels, plan, NAME, params, progress, limit=limit)
 
     return build
 
 
-def builders(plan: Plan, progress: Progress | None = None) -> dict[Kind, Callable[..., Schedule]]:
-    """The builder of every collective for one greedy set-up."""
-    forward = _forward(plan, progress)
+def builders(plan: Plan, progress: Progress | None = None, limit: TimeLimit | None = None) -> dict[Kind, Callable[..., Schedule]]:
+    """The builder of every collective for one greedy set-up; with ``limit``, every step of the
+    schedule (of both phases of an allreduce, of the dual's forward run) is added to it."""
+    forward = _forward(plan, progress, limit)
     return with_reductions(
         NAME,
         {kind: forward for kind in (Kind.ALLGATHER, Kind.BROADCAST, Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)},
@@ -113,21 +123,35 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     engine = options.get("engine", EngineOptions())
     if not isinstance(engine, EngineOptions):
         raise ValueError(f"greedy option engine must be an EngineOptions, got {engine!r}")
+    beat = beat_option(NAME, options)
     router = router or router_for(topology)
     choose = size is not None and options.get("requested_chunks", collective.chunks_per_piece) is None
     kind, r = collective.kind, collective.num_ranks
     measure_at = size if size is not None else REFERENCE_SIZE
 
-    def build(coll: Collective, plan: Plan) -> Schedule:
-        return dispatcher(NAME, builders(plan, progress))(topology, coll, router)
+    def build(coll: Collective, plan: Plan, limit: TimeLimit | None) -> Schedule:
+        return dispatcher(NAME, builders(plan, progress, limit))(topology, coll, router)
 
     best: tuple[float, int, Schedule, Collective, Plan] | None = None
+    stopped: list[str] = []
 
     compare = choose or seeds > 1
+    alone = not compare
 
     def consider(coll: Collective, plan: Plan) -> bool:
         nonlocal best
-        schedule = build(coll, plan)
+        # A run stops once it is slower than the fastest run so far: it would not have been kept,
+        # so the search goes on as it would have. Before any run finished, a run slower than
+        # ``beat_us`` may still be the search's first best, which decides the chunk count the
+        # link-room multipliers are tried at: only a run that is all the search makes may stop
+        # at ``beat_us`` then.
+        to_beat = best[0] if best is not None else (beat if alone else math.inf)
+        limit = None if to_beat == math.inf else TimeLimit(to_beat, coll.chunk_bytes(measure_at), measure_at)
+        try:
+            schedule = build(coll, plan, limit)
+        except CannotBeat as exc:
+            stopped.append(str(exc))
+            return False
         time = predicted_us(schedule, topology, [measure_at])[0] if compare else 0.0
         better = best is None or (time, schedule.num_transfers) < (best[0], best[1])
         if better:
@@ -141,7 +165,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             misses = 0 if consider(_collective(kind, r, k, collective.root), base) else misses + 1
             if misses == 2:
                 break
-        assert best is not None
+        assert best is not None  # the first run has no time to beat
         k_best = best[3]
         misses = 0
         quantum = 2
@@ -150,7 +174,10 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             quantum *= 2
     else:
         consider(collective, base)
-    assert best is not None
+    if best is None:
+        raise CannotBeat(f"greedy: {stopped[0]}")
+    if best[0] > beat * (1 + TimeLimit.SLACK):
+        raise CannotBeat(f"greedy: cannot beat {beat:.3f} us at {measure_at} B: its fastest schedule takes {best[0]:.3f} us")
     for extra in range(seed + 1, seed + seeds):
         consider(best[3], replace(best[4], seed=extra))
     schedule = best[2]

@@ -107,6 +107,9 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
     click.echo(f"{written.verb} {output}")
     for line in schedule.params.get("explanation", []):
         click.echo(line)
+    seconds = schedule.params.get("seconds") if method == "auto" else None
+    if seconds:
+        click.echo("synthesis (s, wall): " + ", ".join(f"{label} {s:.2f}" for label, s in seconds.items()))
     click.echo(f"verified: {schedule.summary()}")
 
 

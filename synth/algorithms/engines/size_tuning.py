@@ -4,9 +4,11 @@ candidates (chunk counts, tree shapes, waves), times each with the step-synchron
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from synth.errors import CannotBeat
 from synth.schedule import Schedule
 from synth.simulate import simulate
 from synth.topology import Topology
@@ -34,6 +36,47 @@ def size_option(method: str, options: Mapping[str, Any], allowed: frozenset[str]
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
         raise ValueError(f"{method} option size must be a positive integer, got {size!r}")
     return size
+
+
+def beat_option(method: str, options: Mapping[str, Any]) -> float:
+    """The ``beat_us`` option (µs) of a method that can stop building a schedule slower than it
+    (`TimeLimit`), or inf; a ValueError for a value that is not a positive number."""
+    beat = options.get("beat_us")
+    if beat is None:
+        return math.inf
+    if not isinstance(beat, (int, float)) or isinstance(beat, bool) or not beat > 0:
+        raise ValueError(f"{method} option beat_us must be a positive number, got {beat!r}")
+    return float(beat)
+
+
+class TimeLimit:
+    """The step-synchronous time (docs/formats.md, 'Step-synchronous cost') that a schedule being
+    built may take at one size, and what its steps built so far take.
+
+    A schedule takes the sum of its steps' times, so once the steps built so far take longer than
+    ``limit_us`` the whole schedule will too: `add` raises `CannotBeat` then, and the builder
+    stops. Every step added must be a step of the final schedule with its own transfers (phases
+    run one after the other, a dual's steps in reverse order: a sum does not mind the order), each
+    carrying ``chunk_bytes``. A relative slack of `SLACK` keeps rounding (the simulator sums in
+    another order) from stopping a schedule that ties."""
+
+    SLACK = 1e-9
+
+    def __init__(self, limit_us: float, chunk_bytes: float, size: int):
+        self.limit_us = limit_us
+        self.chunk_bytes = chunk_bytes
+        self.size = size
+        self.spent_us = 0.0
+        self.steps = 0
+
+    def add(self, step_us: float) -> None:
+        self.spent_us += step_us
+        self.steps += 1
+        if self.spent_us > self.limit_us * (1 + self.SLACK):
+            raise CannotBeat(
+                f"cannot beat {self.limit_us:.3f} us at {self.size} B: its first {self.steps} steps already "
+                f"take {self.spent_us:.3f} us"
+            )
 
 
 Candidate = TypeVar("Candidate")

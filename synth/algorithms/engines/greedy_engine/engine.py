@@ -15,8 +15,10 @@ from synth.algorithms.engines.greedy_engine.proposals_window import WindowPropos
 from synth.algorithms.engines.greedy_engine.proposer import Proposals, Proposer
 from synth.algorithms.engines.greedy_engine.state import SharedState
 from synth.algorithms.engines.path_channels import PathChannels
+from synth.algorithms.engines.size_tuning import TimeLimit
 from synth.collective import Collective
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
+from synth.simulate.sync import BYTES_PER_US_PER_GBPS
 from synth.topology import Topology
 
 
@@ -40,19 +42,25 @@ def disseminate(
     params: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
     proposer: type[Proposer] | None = None,
+    limit: TimeLimit | None = None,
 ) -> Schedule:
     """A greedy schedule for a non-reduction collective (allgather, broadcast, gather, scatter,
     alltoall). ``progress(done, total)`` is called after every step with the (rank, chunk) pairs
-    delivered so far and in all. ``proposer``: the proposal mode (default: `proposer_class`)."""
+    delivered so far and in all. ``proposer``: the proposal mode (default: `proposer_class`).
+    ``limit``: every step's step-synchronous time is added to it (`step_time_us`), which raises
+    `synth.errors.CannotBeat` once the steps so far take longer than it allows."""
     engine = Engine(topology, collective, channels, plan, proposer)
     shared = engine.shared
     builder = ScheduleBuilder(collective, topology, method, params)
     route_ids = np.array([builder.route_id(channels.via_names(i)) for i in range(channels.count)], dtype=np.int64)
+    clock = None if limit is None else StepClock(topology, channels, shared.links.link_table)
     total = shared.remaining
     while shared.remaining:
         chans, chunks = engine.step()
         if chans.size == 0:
             raise RuntimeError(f"greedy made no progress on {topology.name} ({shared.remaining} deliveries left)")
+        if clock is not None and limit is not None:
+            limit.add(clock.step_time_us(chans, limit.chunk_bytes))
         src, dst = channels.src[chans], channels.dst[chans]
         order = np.argsort((src * shared.r + dst) * shared.g + chunks)  # the canonical order
         builder.add_step_arrays(src[order], dst[order], chunks[order], OP_COPY, route_ids[chans[order]])
@@ -60,6 +68,31 @@ def disseminate(
             progress(total - shared.remaining, total)
     del engine, shared  # a few bytes per (rank, chunk): gone before the columns are handed over
     return builder.build()
+
+
+class StepClock:
+    """The step-synchronous time of one step of channel transfers (docs/formats.md,
+    'Step-synchronous cost'), as `synth.simulate` computes it for the schedule: a transfer takes
+    the latency of its path plus its chunk over the most loaded link of the path (the bytes all the
+    step's transfers send over the link, over its bandwidth); the step takes its longest transfer.
+    A channel's path is its transfer's path (the route its ``via`` names)."""
+
+    def __init__(self, topology: Topology, channels: PathChannels, link_table: np.ndarray):
+        self.link_table = link_table  # [channels, longest path], padded with the sentinel link
+        sentinel = len(topology.links)
+        self.us_per_byte = np.zeros(sentinel + 1, dtype=np.float64)  # per transfer on the link
+        self.us_per_byte[:sentinel] = 1.0 / (topology.bandwidth_array * BYTES_PER_US_PER_GBPS)
+        self.latency = np.zeros(channels.count, dtype=np.float64)
+        np.add.at(self.latency, channels.link_owner, topology.latency_array[channels.link_ids])
+
+    def step_time_us(self, chans: np.ndarray, chunk_bytes: float) -> float:
+        """The time of a step whose transfers go over the channels ``chans`` (one per transfer)."""
+        if chans.size == 0:
+            return 0.0
+        table = self.link_table[chans]
+        count = np.bincount(table.ravel(), minlength=self.us_per_byte.size)
+        load = count * self.us_per_byte  # µs per chunk byte on each link (sentinel: 0)
+        return float((self.latency[chans] + chunk_bytes * load[table].max(axis=1)).max())
 
 
 class Engine:

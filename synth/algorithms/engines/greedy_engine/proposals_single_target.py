@@ -43,13 +43,35 @@ def smallest(cost: np.ndarray, room: np.ndarray, invalid: float) -> tuple[np.nda
     return row, order[row, col], top[:, 0] < invalid
 
 
+def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
+    """Which queued chunks `SingleTargetProposer` must sort (None: all): those on ``here`` (their
+    carrier), ``hops`` channels from their rank, keyed ``far`` = hops + noise in [0, 1), farthest
+    first. `SingleTargetProposer.propose` looks at the first ``scan`` chunks of a carrier's queue
+    only, and a chunk fewer hops away comes after every chunk at least ``b`` hops away once its
+    key is below ``b``: per carrier, ``b`` is the most hops at which at least ``scan`` of its
+    chunks are that far or farther, and the chunks kept (key at least ``b``) are those and any as
+    far. The first ``scan`` of every carrier's queue are then the same, in the same order (the
+    sort is stable, and keeping preserves the order), and so is every carrier's having a queue."""
+    if here.size <= scan or np.bincount(here, minlength=ranks).max() <= scan:
+        return None
+    levels = int(hops.max()) + 1
+    # chunks per (carrier, hops), farthest first, and how many are at least that far
+    per_level = np.bincount(here * levels + (levels - 1 - hops), minlength=ranks * levels).reshape(ranks, levels)
+    at_least = np.cumsum(per_level, axis=1)
+    enough = at_least[:, -1] > scan
+    level = np.argmax(at_least >= scan, axis=1)
+    bound = np.where(enough, (levels - 1 - level).astype(np.float64), -np.inf)
+    return far >= bound[here]
+
+
 class SingleTargetProposer(Proposer):
     """Chunks with one destination, moved one copy each, farthest first.
 
     - ``target``: each chunk's destination; ``carrier``: the rank holding its copy;
       ``dist``: [r, r] fewest channels from a rank to another.
-    - ``incoming``: [r, g] the chunk is on its way to the rank in this step; ``moving``: the
-      chunk moves in this step (its carrier changes at the step's end).
+    - ``reached``: [r, g] the rank holds the chunk or has it on its way in this step (the
+      shared holdings or'd with this step's accepted transfers: one matrix to read per proposal);
+      ``moving``: the chunk moves in this step (its carrier changes at the step's end).
     - ``queue`` with ``queue_ptr`` (CSR by carrier): the chunks still on their way at the start
       of the step, each carrier's farthest from their destination first.
     """
@@ -60,12 +82,16 @@ class SingleTargetProposer(Proposer):
     def __init__(self, shared: SharedState, collective: Collective, options: EngineOptions):
         super().__init__(shared, collective, options)
         r, g = shared.r, shared.g
-        self.incoming = np.zeros((r, g), dtype=bool)
+        self.reached = shared.holds.copy()  # a transfer accepted in a step is delivered at its end
         # one rank needs each chunk; the chunk travels as one copy, held last by its carrier
         self.target = collective.required().argmax(axis=0)
         self.carrier = shared.holds.argmax(axis=0)
         self.dist = shared.ch.hop_distances()
         self.moving = np.zeros(g, dtype=bool)
+        # the chunk's rank still lacks it (``shared.lacking`` at the target, kept up to date in
+        # `deliver`, so that a step does not gather it from the [r, g] matrix)
+        self.pending = shared.lacking[self.target, np.arange(g)]
+        self.carrier_type = np.int16 if r <= np.iinfo(np.int16).max else np.int64
 
     def start_step(self, chunk_noise: np.ndarray, offered: np.ndarray | None) -> np.ndarray:
         """Queue the chunks still on their way; the channels whose source carries any propose."""
@@ -74,12 +100,20 @@ class SingleTargetProposer(Proposer):
         return np.flatnonzero(self.queue_ptr[src + 1] > self.queue_ptr[src])
 
     def _queue(self, chunk_noise: np.ndarray) -> None:
-        """Chunks still on their way, grouped by carrier, farthest from their rank first."""
-        g = self.shared.g
-        active = np.flatnonzero(self.shared.lacking[self.target, np.arange(g)])
+        """Chunks still on their way, grouped by carrier, farthest from their rank first: of a
+        carrier with more than ``single_scan`` of them, only those `propose` can look at and the
+        ones as far (`in_reach`), since sorting all of them every step took half the run."""
+        active = np.flatnonzero(self.pending)
         here = self.carrier[active]
-        far = self.dist[here, self.target[active]] + chunk_noise[active]
-        order = np.lexsort((-far, here))
+        hops = self.dist[here, self.target[active]]
+        far = hops + chunk_noise[active]
+        keep = in_reach(here, hops, far, self.shared.r, self.options.single_scan)
+        if keep is not None:
+            active, here, far = active[keep], here[keep], far[keep]
+        # np.lexsort((-far, here)), as two stable sorts: the second, of small integers, is a
+        # radix sort
+        by_far = np.argsort(-far, kind="stable")
+        order = by_far[np.argsort(here[by_far].astype(self.carrier_type), kind="stable")]
         self.queue = active[order]
         self.queue_ptr = np.searchsorted(here[order], np.arange(self.shared.r + 1))
         self.moving.fill(False)
@@ -98,16 +132,16 @@ class SingleTargetProposer(Proposer):
         tgt = self.target[chunk]
         here = self.dist[src[:, None], tgt]
         flat = dst[:, None] * self.shared.g + chunk
-        ok &= ~np.take(self.shared.holds, flat) & ~np.take(self.incoming, flat) & ~self.moving[chunk]
+        ok &= ~np.take(self.reached, flat) & ~self.moving[chunk]
         ok &= self.dist[dst[:, None], tgt] < here
         score = (here + chunk_noise[chunk]).astype(np.float32)
         row, pick, has = smallest(np.where(ok, -score, np.inf), room, np.inf)
         return Proposals(row, chunk[row, pick], score[row, pick], np.full(row.size, -1, dtype=np.int64), has)
 
     def accept(self, dst: np.ndarray, chunks: np.ndarray, entered: tuple[np.ndarray, np.ndarray] | None) -> None:
-        self.incoming[dst, chunks] = True
+        self.reached[dst, chunks] = True
         self.moving[chunks] = True
 
     def deliver(self, dst: np.ndarray, chunks: np.ndarray, needed: np.ndarray) -> None:
-        self.incoming[dst, chunks] = False
         self.carrier[chunks] = dst
+        self.pending[chunks[dst == self.target[chunks]]] = False
