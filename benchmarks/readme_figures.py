@@ -516,28 +516,21 @@ FIGURES: dict[str, Figure] = {
         "quartiles {mpi_latency_over_native_8b_paired[q1]:.2f}–{mpi_latency_over_native_8b_paired[q3]:.2f})",
     ),
     "bench-exec-mp-64mib": fig("exec_vs_mpi", "{mp_algbw_over_native_64mib:.2f} ×"),
-    # benchmarks/README.md and docs/scalable.md: issue 16's whole-process figures (benchmarks/scale.py)
+    # benchmarks/README.md and docs/scalable.md: issue 16's whole-process figures (benchmarks/scale.py;
+    # the 16,384-rank sets, results/scale-torus128.json and scale-fattree16k.json, get theirs when run)
     **{
-        f"scale-{case}-{short}": _scale_row(record, case, stage)
-        for record, cases in (
-            ("scale", ("torus64", "fattree4k", "torus16")),
-            ("scale-torus128", ("torus128",)),
-            ("scale-fattree16k", ("fattree16k",)),
-        )
-        for case in cases
+        f"scale-{case}-{short}": _scale_row("scale", case, stage)
+        for case in ("torus64", "fattree4k")
         for short, stage in (
             ("synth-npz", "synthesize -> .npz"),
-            ("synth-json", "synthesize -> .json"),
+            ("to-json", "convert .npz -> .json"),
+            ("to-npz", "convert .json -> .npz"),
             ("verify-npz", "verify .npz"),
             ("verify-json", "verify .json"),
             ("simulate", "simulate .npz (sync, 3 sizes)"),
-            ("export", "export msccl"),
         )
-        if record == "scale" or short in ("synth-npz", "verify-npz", "simulate")
     },
     "scale-load": _scale_load("scale"),
-    "scale-torus128-load": _scale_load("scale-torus128"),
-    "scale-fattree16k-load": _scale_load("scale-fattree16k"),
     "scale-fattree4k-ratio": fig("scale", "{fattree4k[ratio_1gib]:.2f}"),
     "bench-torch-64mib": fig("torch_vs_native", "{algbw_over_native_64mib:.2f} ×"),
     "bench-torch-8b": fig("torch_vs_native", "{latency_over_native_8b:.2f} ×"),

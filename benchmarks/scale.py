@@ -100,6 +100,13 @@ def run(case: str, stage: str, args: list[str], cwd: Path, output: str | None, v
         errors = err.read().decode("utf-8", "replace")
     if verbose:
         print(f"$ {shlex.join(args)}\n{text}{errors}", file=sys.stderr)
+    # progress on stderr as each command ends (a 16,384-rank case takes many minutes)
+    print(
+        f"  {case} {stage}: {wall:.1f} s wall, {usage.ru_utime + usage.ru_stime:.1f} s CPU, "
+        f"{usage.ru_maxrss / 1024:.0f} MB peak, exit {proc.returncode}",
+        file=sys.stderr,
+        flush=True,
+    )
     lines = [line for line in (errors + text).splitlines() if line.strip() and not line.startswith("#")]
     if args[1] == "simulate" and "--json" in args and proc.returncode == 0:
         lines = [line for line in errors.splitlines() if line.strip()] or ["(JSON)"]

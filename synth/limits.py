@@ -81,12 +81,15 @@ BYTES_PER_TRANSFER = 600
 MAX_TRANSFERS = 2**31
 
 
-def check_collective_size(collective: Any, file: str, field: str, value: Any) -> None:
+def check_collective_size(
+    collective: Any, file: str, field: str, value: Any, *, bytes_per_transfer: int = BYTES_PER_TRANSFER
+) -> None:
     """Refuse a collective whose every schedule is too large to build: it needs at least
     ``collective.min_transfers()`` transfers (a ring allreduce on 8 ranks with 10**8 chunks per
-    piece needs 5.6 billion)."""
+    piece needs 5.6 billion), each costing ``bytes_per_transfer`` (the method's own figure,
+    `synth.method.Method.memory_per_transfer`, where it builds in columns)."""
     need = collective.min_transfers()
     what = f"{collective.describe()} (at least {need:,} transfers)"
     if need > MAX_TRANSFERS:
         raise InputError(file, field, value, f"{what} is more than a schedule can hold ({MAX_TRANSFERS:,} transfers)")
-    require_memory(need * BYTES_PER_TRANSFER, file, field, value, what)
+    require_memory(need * bytes_per_transfer, file, field, value, what)

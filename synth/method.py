@@ -22,6 +22,7 @@ from typing import Any
 
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
+from synth.limits import BYTES_PER_TRANSFER
 from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
@@ -65,6 +66,10 @@ class Method:
     #: with no chunk count from the caller, the method may choose one (e.g. for its ``size``
     #: option): its ``build`` also gets ``requested_chunks``, the caller's chunks per piece or None
     chooses_chunks: bool = False
+    #: Bytes of memory per transfer of the schedule while building and verifying it, for refusing
+    #: a collective too large for this machine before starting (`synth.limits`); methods that
+    #: build in columns measure less than the default
+    memory_per_transfer: int = BYTES_PER_TRANSFER
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:

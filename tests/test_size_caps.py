@@ -53,6 +53,22 @@ def test_check_collective_size_uses_available_memory(monkeypatch):
         check_collective_size(Collective("allreduce", 8, 10**4), "x", "--chunks", 10**4)
 
 
+def test_column_building_method_gets_its_own_memory_figure(monkeypatch):
+    """The greedy builds in columns (about 64 bytes per transfer measured at 4,096 ranks), so a
+    16,384-rank allgather (268 million transfers, 17 GB) is not refused on a machine with 20 GB
+    as the default 600 bytes per transfer would (161 GB); a classic method still is."""
+    from synth.collective import Collective
+    from synth.errors import InputError
+    from synth.limits import check_collective_size
+    from synth.registry import METHODS
+
+    monkeypatch.setattr("synth.limits.available_memory", lambda: 20 * 10**9)
+    big = Collective("allgather", 16384, 1)
+    check_collective_size(big, "x", "--chunks", None, bytes_per_transfer=METHODS["greedy"].memory_per_transfer)
+    with pytest.raises(InputError, match=r"161\.1 GB"):
+        check_collective_size(big, "x", "--chunks", None, bytes_per_transfer=METHODS["ring"].memory_per_transfer)
+
+
 @pytest.mark.parametrize(
     "kind", ["allgather", "gather", "scatter", "alltoall", "broadcast", "reduce", "reduce-scatter", "allreduce"]
 )

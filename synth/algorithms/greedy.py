@@ -198,4 +198,7 @@ METHOD = Method(
     default_chunks=ranks_for_allreduce,
     options=OPTIONS,
     chooses_chunks=True,
+    # whole `synth synthesize` processes of 4,096-rank allgathers peak at 62-64 bytes per
+    # transfer (engine state, columns, verifier: benchmarks/scale.py)
+    memory_per_transfer=64,
 )
