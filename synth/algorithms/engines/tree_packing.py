@@ -194,6 +194,11 @@ def grow(
     clusters = max(1, len(hood.members))
     src, dst, length = channels.src, channels.dst, channels.path_length
     last = ids[ptr[1:] - 1]
+    # channels by source and by destination (CSR), to keep each class's frontier up to date
+    by_src = np.argsort(src, kind="stable")
+    src_ptr = np.searchsorted(src[by_src], np.arange(r + 1))
+    by_dst = np.argsort(dst, kind="stable")
+    dst_ptr = np.searchsorted(dst[by_dst], np.arange(r + 1))
     scale_len = int(length.max()) + 1
     scale_room = int(units.max()) + 2
 
@@ -201,11 +206,13 @@ def grow(
     depth: list[np.ndarray] = []
     parent: list[np.ndarray] = []
     entered: list[np.ndarray] = []
+    frontier: list[np.ndarray] = []  # per class: channels from a rank inside to a rank outside
     mult: list[int] = []
     root_of: list[int] = []
 
-    def add_class(root: int, m: int, ins, dep, par, ent) -> int:
+    def add_class(root: int, m: int, ins, dep, par, ent, front) -> int:
         inside.append(ins)
+        frontier.append(front)
         depth.append(dep)
         parent.append(par)
         entered.append(ent)
@@ -220,13 +227,13 @@ def grow(
         dep[v] = 0
         ent = np.zeros(clusters, dtype=bool)
         ent[hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
-        add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent)
+        add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent, ins[src] & ~ins[dst])
     heap = [(1, i) for i in range(len(mult))]
     heapq.heapify(heap)
     while heap:
         size, i = heapq.heappop(heap)
         ins = inside[i]
-        cand = np.flatnonzero(ins[src] & ~ins[dst] & (pathmin > 0))
+        cand = np.flatnonzero(frontier[i] & (pathmin > 0))
         if cand.size == 0:
             return None
         t = top[cand]
@@ -242,11 +249,17 @@ def grow(
         c = int(cand[int(np.argmin(score))])
         amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))  # shallow: trees part ways
         if amount < mult[i]:  # the channel has room for only some of the class: split it
-            j = add_class(root_of[i], mult[i] - amount, ins.copy(), depth[i].copy(), parent[i].copy(), entered[i].copy())
+            j = add_class(
+                root_of[i], mult[i] - amount, ins.copy(), depth[i].copy(), parent[i].copy(), entered[i].copy(), frontier[i].copy()
+            )
             heapq.heappush(heap, (size, j))
             mult[i] = amount
         v = int(dst[c])
         ins[v] = True
+        front = frontier[i]
+        front[by_dst[dst_ptr[v] : dst_ptr[v + 1]]] = False
+        out = by_src[src_ptr[v] : src_ptr[v + 1]]
+        front[out] = ~ins[dst[out]]
         depth[i][v] = depth[i][src[c]] + 1
         parent[i][v] = c
         entered[i][hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
