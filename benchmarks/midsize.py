@@ -97,7 +97,7 @@ def nccl_pick(topology: Topology, kind: Kind, size: int) -> tuple[float, str] | 
 
 
 def simulated_us(schedule, topology: Topology, size: int) -> float:
-    """The schedule's step-synchronous time at ``size`` (FORMATS.md's cost model)."""
+    """The schedule's step-synchronous time at ``size`` (the cost model of docs/formats.md)."""
     from synth.simulate import simulate
 
     return simulate(schedule, topology, [size], model="sync")[0].time_us
