@@ -51,6 +51,17 @@ CASES: dict[str, tuple[str, tuple[str, ...] | str, int, str, str]] = {
 LIMITS = {64: 30.0, 128: 120.0}
 
 
+def candidate_seconds(stdout: str) -> dict[str, float]:
+    """The wall seconds of every candidate run, from the ``synthesis (s, wall): LABEL S, ...`` line
+    that ``synth synthesize -m auto`` prints (auto keeps them out of the schedule file, which is the
+    same for the same inputs); empty for a synth that does not print it."""
+    for line in stdout.splitlines():
+        if line.startswith("synthesis (s, wall): "):
+            pairs = (item.rsplit(" ", 1) for item in line.removeprefix("synthesis (s, wall): ").split(", "))
+            return {label: float(seconds) for label, seconds in pairs}
+    return {}
+
+
 def run_case(synth: str, name: str, workdir: Path) -> dict:
     machine, source, ranks, collective, size = CASES[name]
     if isinstance(source, tuple):
@@ -82,7 +93,7 @@ def run_case(synth: str, name: str, workdir: Path) -> dict:
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         "chosen": chosen,
         "time_us": params["predicted_us"][chosen][0],
-        "candidate_seconds": params.get("seconds", {}),
+        "candidate_seconds": candidate_seconds(stdout),
         "skipped": sorted(params.get("skipped", {})),
     }
 

@@ -85,7 +85,7 @@ BOUND_TOLERANCE = 1e-9
 
 #: the ``auto`` method: its name, its options, and the size it is for when given none
 AUTO = "auto"
-AUTO_OPTIONS = frozenset({"size", "sizes", "budget", "progress"})
+AUTO_OPTIONS = frozenset({"size", "sizes", "budget", "progress", "timings"})
 REFERENCE_SIZE = 1 << 30
 
 #: ``progress(done, total, label)``: called after each run (``label`` the run just finished)
@@ -354,13 +354,15 @@ def auto_sizes(options: Mapping[str, Any]) -> list[int]:
 
 def auto_method(candidates: Sequence[Method]) -> Method:
     """The ``auto`` method over ``candidates``: `select` at the size(s) asked, the best schedule,
-    and in its ``params`` what was chosen, every candidate's predicted times and wall seconds, the
-    lower bound, what was skipped and why, and ``explanation`` (a few lines; the command line
-    prints them).
+    and in its ``params`` what was chosen, every candidate's predicted times, the lower bound, what
+    was skipped and why, and ``explanation`` (a few lines; the command line prints them). The wall
+    seconds of each candidate run go to the ``timings`` callable, not into the schedule: the same
+    inputs give a byte-identical file.
 
     Options: ``size`` or ``sizes`` (bytes; default 1 GiB), ``budget`` (seconds, default
     `DEFAULT_BUDGET`), ``progress`` (a callable ``(done, total)`` called after each candidate run;
-    library only)."""
+    library only), ``timings`` (a callable given ``{run label: wall seconds}`` once the runs are
+    done; library only)."""
     table = tuple(m for m in candidates if m.name != AUTO)
 
     def build(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
@@ -381,6 +383,8 @@ def auto_method(candidates: Sequence[Method]) -> Method:
             progress=None if user_progress is None else (lambda done, total, _label: user_progress(done, total)),
             prune=True,
         )
+        if options.get("timings") is not None:
+            options["timings"](dict(selection.seconds))
         chosen = selection.chosen
         bounds = [bound_model(topology, collective.kind, collective.root).time_us(s) for s in sizes]
         params = {
@@ -389,7 +393,6 @@ def auto_method(candidates: Sequence[Method]) -> Method:
             "chosen_params": dict(chosen.schedule.params),
             "sizes": sizes,
             "predicted_us": {c.label: [round(t, 3) for t in c.times_us] for c in selection.ranked},
-            "seconds": {label: round(s, 3) for label, s in selection.seconds},
             "lower_bound_us": [round(b, 3) for b in bounds],
             "skipped": dict(sorted(selection.skipped)),
             "explanation": selection.explanation(bounds),

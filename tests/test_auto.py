@@ -63,8 +63,9 @@ def test_explains_its_choice(dgx1):
 
 
 def test_tells_how_long_each_candidate_took(dgx1):
-    schedule = synthesize(dgx1, "allgather", "auto", options={"sizes": [1 << 10, 1 << 30]})
-    seconds = schedule.params["seconds"]
+    seconds: dict[str, float] = {}
+    schedule = synthesize(dgx1, "allgather", "auto", options={"sizes": [1 << 10, 1 << 30], "timings": seconds.update})
+    assert "seconds" not in schedule.params  # (wall times would make the file differ from run to run)
     assert set(schedule.params["predicted_us"]) <= set(seconds)  # a repeated schedule's run is timed too
     assert all(isinstance(s, float) and s >= 0 for s in seconds.values())
     assert {"greedy@1KiB", "greedy@1GiB", "ring"} <= set(seconds)
@@ -179,8 +180,23 @@ def test_pruning_keeps_the_chosen_time(builtin, name, kind, size):
 def test_a_baseline_at_the_bound_ends_the_search(builtin):
     """On a DGX A100 a 64 KiB allgather's direct schedule meets the lower bound: nothing can be
     faster, so auto runs no synthesizer after the baselines and says why."""
-    schedule = synthesize(builtin("dgx-a100"), "allgather", "auto", options={"size": 1 << 16})
+    seconds: dict[str, float] = {}
+    schedule = synthesize(builtin("dgx-a100"), "allgather", "auto", options={"size": 1 << 16, "timings": seconds.update})
     params = schedule.params
     assert params["predicted_us"][params["chosen"]][0] == pytest.approx(params["lower_bound_us"][0], rel=1e-6)
     assert "meets the lower bound" in params["skipped"]["greedy"]
-    assert not any(label.startswith(("greedy", "packing")) for label in params["seconds"])
+    assert not any(label.startswith(("greedy", "packing")) for label in seconds)
+
+
+def test_the_same_auto_command_writes_the_same_file(tmp_path):
+    """The candidates' wall seconds are printed, not written: two runs give byte-identical files."""
+    files = []
+    for name in ("a.json", "b.json"):
+        out = tmp_path / name
+        result = CliRunner().invoke(
+            main, ["synthesize", "dgx1", "-c", "allgather", "-m", "auto", "--size", "1KiB", "-q", "-o", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        assert "synthesis (s, wall): " in result.output and "ring " in result.output
+        files.append(out.read_bytes())
+    assert files[0] == files[1]

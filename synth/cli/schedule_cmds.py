@@ -97,6 +97,9 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
                 shown[0] = done
 
             options["progress"] = progress
+        seconds: dict[str, float] = {}
+        if method == "auto":
+            options["timings"] = seconds.update
         schedule = synthesize(topo, kind, method, root=coll.root, chunks=chunks, options=options or None)
     if output is None:
         default_k = make_collective(topo, kind, method, coll.root).chunks_per_piece
@@ -107,7 +110,6 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
     click.echo(f"{written.verb} {output}")
     for line in schedule.params.get("explanation", []):
         click.echo(line)
-    seconds = schedule.params.get("seconds") if method == "auto" else None
     if seconds:
         click.echo("synthesis (s, wall): " + ", ".join(f"{label} {s:.2f}" for label, s in seconds.items()))
     click.echo(f"verified: {schedule.summary()}")
