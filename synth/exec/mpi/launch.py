@@ -133,7 +133,7 @@ def run(
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the ranks' own output appears as it comes
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
         output = _Output(proc)
-        job = _Job(proc, board, settings, _Rows(settings, board, native_name, on_start, on_result))
+        job = _Job(proc, board, settings, BoardRows(settings, board, native_name, on_start, on_result))
         try:
             failure = job.watch()
         except BaseException:
@@ -154,7 +154,7 @@ def run(
         raise failure
 
 
-class _Rows:
+class BoardRows:
     """The rows rank 0 posted, handed on in order as they complete."""
 
     def __init__(self, settings: RunSettings, board: Board, native_name: str | None, on_start, on_result):
@@ -222,7 +222,7 @@ class _Job:
     """The running job: mpiexec, the rank processes the keepers posted (as pidfds, so that a
     signal never reaches a process that reused a pid), and the board."""
 
-    def __init__(self, proc: subprocess.Popen, board: Board, settings: RunSettings, rows: _Rows):
+    def __init__(self, proc: subprocess.Popen, board: Board, settings: RunSettings, rows: BoardRows):
         self.proc, self.board, self.settings, self.rows = proc, board, settings, rows
         self.ranks: dict[int, int] = {}  # rank -> pidfd of its process
         self.pids: dict[int, int] = {}
@@ -288,8 +288,8 @@ class _Job:
         r = len(cells)
         waiting = [step_of(int(cells[x, PHASE]))[1] for x in range(r)]
         suspects = stopped or [x for x in range(r) if not waiting[x]] or list(range(r))
-        least = min(_progress(cells[x]) for x in suspects)
-        culprits = [x for x in suspects if _progress(cells[x]) == least]
+        least = min(rank_progress(cells[x]) for x in suspects)
+        culprits = [x for x in suspects if rank_progress(cells[x]) == least]
         if len(culprits) == 1:
             who, them, state = f"rank {culprits[0]}", "it", ", its process stopped" if stopped else ""
         else:
@@ -348,7 +348,7 @@ class _Job:
         self.ranks = {rank: -1 for rank in self.ranks}
 
 
-def _progress(row: np.ndarray) -> tuple[int, int, int]:
+def rank_progress(row: np.ndarray) -> tuple[int, int, int]:
     """How far a rank got: (case, call, phase); larger is further."""
     return int(row[SIZE]), int(row[CALL]), int(row[PHASE])
 

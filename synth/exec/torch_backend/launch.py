@@ -40,8 +40,9 @@ from synth.exec import data
 from synth.exec.faults import ExecutionError, describe_position, signal_name, step_of
 from synth.exec.layout import Layout
 from synth.exec.mpi.board import ERROR_AT, PHASE, SIZE, Board
+from synth.exec.mpi.launch import BoardRows, rank_progress
 from synth.exec.program import Program
-from synth.exec.report import Measurement, Row
+from synth.exec.report import Row
 from synth.exec.settings import MemoryNeed, RunSettings, check_memory
 
 NAME = "torch"
@@ -124,21 +125,19 @@ def run(
             job.stop()
         if failure is not None:
             raise failure
-        return job.done
+        return job.rows.done
 
 
 class _Job:
     """The ranks' processes, their output, and the board."""
 
     def __init__(self, settings: RunSettings, board: Board, native_name: str | None, on_start, on_result):
-        self.settings, self.board, self.native_name = settings, board, native_name
-        self.on_start, self.on_result = on_start, on_result
+        self.settings, self.board = settings, board
         self.procs: list[subprocess.Popen] = []
         self.readers: list[threading.Thread] = []
         self.muted = threading.Event()
         self.ended: dict[int, tuple[int, float]] = {}  # rank -> (exit status, when seen)
-        self.started = False
-        self.done: list[Row] = []
+        self.rows = BoardRows(settings, board, native_name, on_start, on_result)
 
     # ------------------------------------------------------------------ starting
     def start(self, rank: int, cmd: list[str], env: dict[str, str]) -> None:
@@ -170,26 +169,6 @@ class _Job:
                 closed = True
 
     # ------------------------------------------------------------------ watching
-    def _take(self) -> None:
-        """Hand on the rows rank 0 posted, in order, as they complete."""
-        if not self.started:
-            description = self.board.description()
-            if description is None:
-                return
-            self.started = True
-            if self.on_start is not None:
-                self.on_start(description, self.native_name)
-        while len(self.done) < len(self.settings.cases):
-            posted = self.board.result(len(self.done))
-            if posted is None:
-                return
-            layout = self.settings.cases[len(self.done)].layout
-            (time_us, wrong), native = posted
-            row = Row(Measurement(layout, time_us, wrong), None if native is None else Measurement(layout, *native))
-            self.done.append(row)
-            if self.on_result is not None:
-                self.on_result(len(self.done) - 1, row)
-
     def watch(self) -> ExecutionError | None:
         """Follow the job until every rank has ended; None if every case ran, else the failure."""
         settings, board = self.settings, self.board
@@ -201,10 +180,10 @@ class _Job:
                 code = proc.poll()
                 if code is not None and rank not in self.ended:
                     self.ended[rank] = (code, now)
-            self._take()
+            self.rows.take()
             cells = board.snapshot()
             if len(self.ended) == len(self.procs) and all(code == 0 for code, _ in self.ended.values()):
-                if len(self.done) == len(settings.cases):
+                if len(self.rows.done) == len(settings.cases):
                     return None
                 return ExecutionError("the ranks ended before every case ran")
             failing = any(code != 0 for code, _ in self.ended.values()) or bool(np.any(cells[:, ERROR_AT]))
@@ -240,8 +219,8 @@ class _Job:
         r = len(cells)
         waiting = [step_of(int(cells[x, PHASE]))[1] for x in range(r)]
         suspects = stopped or [x for x in range(r) if not waiting[x]] or list(range(r))
-        least = min(_progress(cells[x]) for x in suspects)
-        culprits = [x for x in suspects if _progress(cells[x]) == least]
+        least = min(rank_progress(cells[x]) for x in suspects)
+        culprits = [x for x in suspects if rank_progress(cells[x]) == least]
         if len(culprits) == 1:
             who, them, state = f"rank {culprits[0]}", "it", ", its process stopped" if stopped else ""
         else:
@@ -284,11 +263,6 @@ class _Job:
             for stream in (proc.stdout, proc.stderr):
                 with contextlib.suppress(OSError, ValueError):
                     stream.close()  # type: ignore[union-attr]
-
-
-def _progress(row: np.ndarray) -> tuple[int, int, int]:
-    """How far a rank got: (case, call, phase); larger is further."""
-    return int(row[0]), int(row[1]), int(row[PHASE])
 
 
 def _die_with_parent() -> None:
