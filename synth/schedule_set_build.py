@@ -5,7 +5,8 @@ writes it; this module asks the method registry for its schedules, so it sits ab
 Each sample serves the sizes nearest to it on a logarithmic scale (boundaries at the geometric
 means of neighbours, the outer ends at the first and last sample: the rule of ``synth export
 msccl-set``, `synth.interop.msccl_sizes.sample_ranges`), and neighbouring samples that chose the
-same schedule are joined into one range.
+same schedule are joined into one range. `synth.interop.msccl_set` builds its MSCCL folders from the
+same two steps (`choose_per_size`, `same_schedule_runs`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,28 @@ def same_schedule_runs(schedules: Sequence[Schedule]) -> list[tuple[int, int]]:
     return runs
 
 
+def choose_per_size(
+    topology: Topology,
+    kind: Kind,
+    sizes: Sequence[int],
+    *,
+    root: int | None = None,
+    budget: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Schedule]:
+    """auto's schedule at each of ``sizes``, in order: one auto call per size (what a user gets with
+    ``synth synthesize -m auto --size S``); ``progress(done, total)`` after each."""
+    chosen = []
+    for i, size in enumerate(sizes):
+        options: dict = {"sizes": [size]}
+        if budget is not None:
+            options["budget"] = budget
+        chosen.append(synthesize(topology, kind, "auto", root=root, options=options))
+        if progress is not None:
+            progress(i + 1, len(sizes))
+    return chosen
+
+
 def build_schedule_set(
     topology: Topology,
     kind: Kind,
@@ -47,14 +70,7 @@ def build_schedule_set(
     samples = sorted(set(given))
     if not samples or samples[0] < 1:
         raise ValueError(f"need at least one positive size, got {given!r}")
-    chosen = []
-    for i, size in enumerate(samples):
-        options: dict = {"sizes": [size]}
-        if budget is not None:
-            options["budget"] = budget
-        chosen.append(synthesize(topology, kind, "auto", root=root, options=options))
-        if progress is not None:
-            progress(i + 1, len(samples))
+    chosen = choose_per_size(topology, kind, samples, root=root, budget=budget, progress=progress)
     bounds = [(lo, hi - 1) for lo, hi in sample_ranges(samples)]  # half-open there, both ends included here
     entries = []
     for first, last in same_schedule_runs(chosen):
@@ -68,4 +84,4 @@ def build_schedule_set(
     return ScheduleSet(kind, topology.num_ranks, topology.name, tuple(entries))
 
 
-__all__ = ["build_schedule_set", "same_schedule_runs"]
+__all__ = ["build_schedule_set", "choose_per_size", "same_schedule_runs"]

@@ -29,36 +29,13 @@ from synth.fileio import write_text_atomic
 from synth.interop.msccl_export import ExportResult, export_msccl
 from synth.interop.msccl_sizes import declared_range, sample_ranges
 from synth.interop.msccl_xml import COLL_NAMES, algo_to_xml
-from synth.registry import synthesize
-from synth.schedule import Schedule, same_transfers
+from synth.schedule import Schedule
+from synth.schedule_set_build import choose_per_size, same_schedule_runs
 from synth.topology import Topology
 from synth.units import format_size
 
 #: the index's place in the folder: a subfolder, which the runtime skips
 INDEX_PATH = Path("index") / "README.md"
-
-
-def choose_per_size(
-    topology: Topology,
-    kind: Kind,
-    sizes: Sequence[int],
-    *,
-    root: int | None = None,
-    budget: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[Schedule]:
-    """auto's schedule at each size: the only place this module asks the method registry for
-    schedules."""
-
-    chosen = []
-    for i, size in enumerate(sizes):
-        options: dict = {"sizes": [size]}
-        if budget is not None:
-            options["budget"] = budget
-        chosen.append(synthesize(topology, kind, "auto", root=root, options=options))
-        if progress is not None:
-            progress(i + 1, len(sizes))
-    return chosen
 
 
 @dataclass(frozen=True)
@@ -118,21 +95,6 @@ class MscclSet:
         return "\n".join(lines) + "\n"
 
 
-def _runs(schedules: Sequence[Schedule]) -> list[tuple[int, int]]:
-    """(first, last) sample index of each run of neighbouring samples with the same schedule."""
-    runs: list[tuple[int, int]] = []
-    for i, schedule in enumerate(schedules):
-        if runs and _same(schedules[runs[-1][0]], schedule):
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    return runs
-
-
-def _same(a: Schedule, b: Schedule) -> bool:
-    return a.collective == b.collective and same_transfers(a, b)
-
-
 def _filename(kind: Kind, ranks: int, lo: int, last: int, chosen: str, inplace: bool) -> str:
     """``allreduce-8gpu-1KiB-11585B-recursive-doubling-inplace.xml``: what, for which sizes, how."""
     label = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in chosen.split("@")[0])
@@ -160,7 +122,7 @@ def build_set(
     schedules = choose_per_size(topology, kind, samples, root=root, budget=budget, progress=progress)
     bounds = sample_ranges(samples)
     result = MscclSet(topology.name, kind, topology.num_ranks, samples)
-    for first, last in _runs(schedules):
+    for first, last in same_schedule_runs(schedules):
         schedule = schedules[first]
         lo, hi = bounds[first][0], bounds[last][1]
         min_bytes, max_bytes = declared_range(kind, topology.num_ranks, lo, hi)
