@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms import direct, greedy, ring
+from synth.algorithms import direct, greedy, one_shot, ring
 from synth.algorithms.engines import host_levels
 from synth.algorithms.engines.builders import by_duality, dispatcher, pieces_for_allreduce
 from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
@@ -58,6 +58,9 @@ REFERENCE_SIZE = 1 << 30
 _EPS = 1e-9
 #: the methods `inner_method` chooses between, run (and verified) on a host or a rail
 INNER = {direct.NAME: direct.METHOD, ring.NAME: ring.METHOD}
+#: the allreduces across hosts (along every rail) the size-tuned allreduce also tries: the inner
+#: methods and one-shot (one crossing of the network instead of two, for small sizes)
+ACROSS = {**INNER, one_shot.NAME: one_shot.METHOD}
 
 
 def host_ranks(topology: Topology) -> list[list[int]]:
@@ -120,7 +123,12 @@ def _part(topology: Topology, ranks: list[int], label: str) -> Topology:
     return sub
 
 
-def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+def allreduce(
+    topology: Topology, collective: Collective, router: Router, intra: str | None = None, inter: str | None = None
+) -> Schedule:
+    """The two-level allreduce; ``intra`` / ``inter`` name the method inside the hosts (`INNER`) /
+    across them (`ACROSS`) (default: `inner_method`'s choice, which looks at link loads only, i.e. at
+    large sizes; `_tuned_allreduce` also tries the other one)."""
     hosts = host_ranks(topology)
     h_count, local = len(hosts), len(hosts[0])
     k = collective.chunks_per_piece
@@ -133,8 +141,8 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
     host_parts = [_part(topology, ranks, f"host{h}") for h, ranks in enumerate(hosts)]
     rails = [[ranks[i] for ranks in hosts] for i in range(local)]
     rail_parts = [_part(topology, ranks, f"rail{i}") for i, ranks in enumerate(rails)]
-    intra = inner_method(topology, hosts, host_parts)
-    inter = inner_method(topology, rails, rail_parts)
+    intra = intra or inner_method(topology, hosts, host_parts)
+    inter = inter or inner_method(topology, rails, rail_parts)
     everything = np.arange(k, dtype=np.int64)
 
     def in_hosts(kind: Kind) -> Schedule:
@@ -147,7 +155,7 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
     across = parallel(
         [
             embed(
-                INNER[inter].synthesize(part, Kind.ALLREDUCE, chunks=share),
+                ACROSS[inter].synthesize(part, Kind.ALLREDUCE, chunks=share),
                 topology,
                 collective,
                 ranks,
@@ -750,9 +758,32 @@ def _tuned_allreduce(topology: Topology, collective: Collective, router: Router,
                 candidates.append(build(topology, one, router))
             except NotApplicable:
                 continue
+        candidates.extend(_other_inner_choices(topology, one, router, candidates))
     if not candidates:
         return allreduce(topology, collective, router)
     return fastest((predicted_us(s, topology, [size])[0], s) for s in candidates)
+
+
+def _other_inner_choices(topology: Topology, collective: Collective, router: Router, built: list[Schedule]) -> list[Schedule]:
+    """The two-level allreduce with the inner methods `inner_method` did not choose: its choice
+    compares link loads (what counts at large sizes), but at small sizes a ring's R − 1 steps of
+    latency across hosts cost more than the direct exchange's crowding of an oversubscribed
+    network (and the other way round inside a host with slow links). Only for the default chunk
+    count of one share per rank (more chunks only pipeline the same phases)."""
+    if collective.chunks_per_piece != collective.num_ranks:
+        return []
+    chosen = [(s.params.get("intra"), s.params.get("inter")) for s in built if "inter" in s.params]
+    if not chosen:
+        return []
+    out: list[Schedule] = []
+    for intra, inter in itertools.product(INNER, ACROSS):
+        if (intra, inter) in chosen:
+            continue
+        try:
+            out.append(allreduce(topology, collective, router, intra, inter))
+        except NotApplicable:
+            continue
+    return out
 
 
 def _tuned_tree(topology: Topology, collective: Collective, router: Router, size: int, requested: int | None) -> Schedule:
