@@ -988,15 +988,19 @@ def _other_inner_choices(topology: Topology, collective: Collective, router: Rou
     """The two-level allreduce with the inner methods `inner_method` did not choose: its choice
     compares link loads (what counts at large sizes), but at small sizes a ring's R − 1 steps of
     latency across hosts cost more than the direct exchange's crowding of an oversubscribed
-    network (and the other way round inside a host with slow links). Only for the default chunk
-    count of one share per rank (more chunks only pipeline the same phases)."""
+    network. Only for the default chunk
+    count of one share per rank (more chunks only pipeline the same phases). Inside the hosts only
+    ``direct`` is added (one step; a ring's L − 1 steps never won at the sizes where this matters),
+    which keeps the extra candidates to two or three."""
     if collective.chunks_per_piece != collective.num_ranks:
         return []
     chosen = [(s.params.get("intra"), s.params.get("inter")) for s in built if "inter" in s.params]
     if not chosen:
         return []
     out: list[Schedule] = []
-    for intra, inter in itertools.product(INNER, ACROSS):
+    # inside the hosts: the chosen method and direct (one step); across: every method of ACROSS
+    intras = sorted({intra for intra, _ in chosen} | {direct.NAME})
+    for intra, inter in itertools.product(intras, ACROSS):
         if (intra, inter) in chosen:
             continue
         try:
