@@ -29,6 +29,7 @@ from synth.algorithms import (
     recursive_halving,
     ring,
     scatter_allgather,
+    weighted_two_shot,
 )
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -54,6 +55,7 @@ _TABLE: tuple[Method, ...] = (
     greedy.METHOD,
     packing.METHOD,
     pipelined_tree.METHOD,
+    weighted_two_shot.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

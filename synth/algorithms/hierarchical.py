@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.algorithms import direct, greedy, ring
+from synth.algorithms import direct, greedy, one_shot, ring
 from synth.algorithms.engines import host_levels
 from synth.algorithms.engines.builders import by_duality, dispatcher, pieces_for_allreduce
 from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
@@ -48,7 +48,7 @@ from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router, ring_order, router_for
-from synth.schedule import Schedule
+from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
 from synth.topology import Topology
 from synth.transform import dual_reduction
 
@@ -58,6 +58,9 @@ REFERENCE_SIZE = 1 << 30
 _EPS = 1e-9
 #: the methods `inner_method` chooses between, run (and verified) on a host or a rail
 INNER = {direct.NAME: direct.METHOD, ring.NAME: ring.METHOD}
+#: the allreduces across hosts (along every rail) the size-tuned allreduce also tries: the inner
+#: methods and one-shot (one crossing of the network instead of two, for small sizes)
+ACROSS = {**INNER, one_shot.NAME: one_shot.METHOD}
 
 
 def host_ranks(topology: Topology) -> list[list[int]]:
@@ -120,7 +123,12 @@ def _part(topology: Topology, ranks: list[int], label: str) -> Topology:
     return sub
 
 
-def allreduce(topology: Topology, collective: Collective, router: Router) -> Schedule:
+def allreduce(
+    topology: Topology, collective: Collective, router: Router, intra: str | None = None, inter: str | None = None
+) -> Schedule:
+    """The two-level allreduce; ``intra`` / ``inter`` name the method inside the hosts (`INNER`) /
+    across them (`ACROSS`) (default: `inner_method`'s choice, which looks at link loads only, i.e. at
+    large sizes; `_tuned_allreduce` also tries the other one)."""
     hosts = host_ranks(topology)
     h_count, local = len(hosts), len(hosts[0])
     k = collective.chunks_per_piece
@@ -133,8 +141,8 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
     host_parts = [_part(topology, ranks, f"host{h}") for h, ranks in enumerate(hosts)]
     rails = [[ranks[i] for ranks in hosts] for i in range(local)]
     rail_parts = [_part(topology, ranks, f"rail{i}") for i, ranks in enumerate(rails)]
-    intra = inner_method(topology, hosts, host_parts)
-    inter = inner_method(topology, rails, rail_parts)
+    intra = intra or inner_method(topology, hosts, host_parts)
+    inter = inter or inner_method(topology, rails, rail_parts)
     everything = np.arange(k, dtype=np.int64)
 
     def in_hosts(kind: Kind) -> Schedule:
@@ -147,7 +155,7 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
     across = parallel(
         [
             embed(
-                INNER[inter].synthesize(part, Kind.ALLREDUCE, chunks=share),
+                ACROSS[inter].synthesize(part, Kind.ALLREDUCE, chunks=share),
                 topology,
                 collective,
                 ranks,
@@ -170,6 +178,224 @@ def allreduce(topology: Topology, collective: Collective, router: Router) -> Sch
     first = overlap(in_hosts(Kind.REDUCE_SCATTER), across, collective, NAME)
     # the rails were routed separately, each with the same hash-based choice of spine: spread them
     return spread_routes(overlap(first, in_hosts(Kind.ALLGATHER), collective, NAME, params), topology, router)
+
+
+def network_carriers(topology: Topology, router: Router, hosts: list[list[int]]) -> list[list[int]]:
+    """The ranks of every host that reach another host over switches only (their own NIC), in host
+    order."""
+    owner = {r: h for h, ranks in enumerate(hosts) for r in ranks}
+    others = [next(x for x in range(topology.num_ranks) if owner[x] != h) for h in range(len(hosts))]
+    return [[r for r in ranks if router.via_names(r, others[owner[r]]) is not None] for ranks in hosts]
+
+
+def _hand_off_step(topology: Topology, collective: Collective, moves: list[tuple[int, int, np.ndarray]]) -> Schedule:
+    """One step of copies: for every (src, dst, chunks), ``src`` sends those chunks to ``dst`` over
+    the route the host's own part of the machine offers (NotApplicable where it needs a relay)."""
+    builder = ScheduleBuilder(collective, topology, NAME)
+    hosts = host_ranks(topology)
+    host_of = {r: h for h, ranks in enumerate(hosts) for r in ranks}
+    routers = {}
+    columns: list[tuple[np.ndarray, ...]] = []
+    for src, dst, chunks in moves:
+        h = host_of[src]
+        if h not in routers:
+            part = host_levels.host_topology(topology, tuple(hosts[h]), f"{topology.name}/host{h}")
+            routers[h] = (router_for(part), {r: i for i, r in enumerate(hosts[h])})
+        part_router, local = routers[h]
+        via = part_router.via_names(local[src], local[dst])
+        if via is None:
+            raise NotApplicable(
+                f"hierarchical by carriers: {topology.node_name(src)} reaches its carrier "
+                f"{topology.node_name(dst)} only through other ranks"
+            )
+        columns.append(
+            (np.full(chunks.size, src), np.full(chunks.size, dst), chunks, np.full(chunks.size, builder.route_id(via)))
+        )
+    if columns:
+        src_a, dst_a, chunk_a, route_a = (np.concatenate([c[i] for c in columns]) for i in range(4))
+        builder.add_step_arrays(src_a, dst_a, chunk_a, OP_COPY, route_a)
+    return builder.build()
+
+
+def rail_bandwidths(router: Router, rails: list[list[int]]) -> np.ndarray:
+    """Every rail's bandwidth: the narrowest bottleneck of the switch routes between its members
+    (both ways, consecutive hosts), e.g. a degraded NIC's rate."""
+    out = []
+    for rail in rails:
+        widths = []
+        for a, b in itertools.pairwise([*rail, rail[0]]):
+            for u, v in ((a, b), (b, a)):
+                route = router.route(u, v)
+                if route is not None:
+                    widths.append(route.bottleneck)
+        out.append(min(widths) if widths else 0.0)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _rail_chunks(
+    owner_local: np.ndarray, carrier_local: list[int], quotas: np.ndarray, reach: np.ndarray
+) -> list[list[int]] | None:
+    """Chunks for every carrier's rail: ``quotas[j]`` chunks each, every chunk at a carrier that
+    its owner (local index ``owner_local[chunk]``) is or reaches directly (``reach[ell, j]``),
+    a carrier's own chunks first; None if they cannot all be placed (a bipartite assignment with
+    capacities, by augmenting paths)."""
+    c_count = len(carrier_local)
+    at: list[int] = [-1] * owner_local.size
+    members: list[list[int]] = [[] for _ in range(c_count)]
+
+    def options(chunk: int) -> list[int]:
+        ell = int(owner_local[chunk])
+        own = [carrier_local.index(ell)] if ell in carrier_local else []
+        return own + [j for j in range(c_count) if reach[ell, j] and j not in own]
+
+    def place(chunk: int, visited: set[int]) -> bool:
+        for j in options(chunk):
+            if j in visited:
+                continue
+            visited.add(j)
+            if len(members[j]) < quotas[j]:
+                members[j].append(chunk)
+                at[chunk] = j
+                return True
+            for other in list(members[j]):
+                if place_elsewhere(other, j, visited):
+                    members[j].append(chunk)
+                    at[chunk] = j
+                    return True
+        return False
+
+    def place_elsewhere(chunk: int, leaving: int, visited: set[int]) -> bool:
+        members[leaving].remove(chunk)
+        if place(chunk, visited):
+            return True
+        members[leaving].append(chunk)
+        at[chunk] = leaving
+        return False
+
+    for chunk in range(owner_local.size):
+        if not place(chunk, set()):
+            return None
+    return [sorted(m) for m in members]
+
+
+def carrier_allreduce(
+    topology: Topology,
+    collective: Collective,
+    router: Router,
+    intra: str,
+    inter: str,
+    weighted: bool = False,
+    cache: dict | None = None,
+) -> Schedule:
+    """The two-level allreduce on a machine whose hosts reach the network from some of their ranks
+    only (a MI250 node: one NIC per package of two GCDs), or whose NICs differ: reduce-scatter
+    inside every host, every rank hands the reduced chunks its carrier will take across to that
+    carrier (a rank with a NIC that it reaches directly), the carriers allreduce their chunks along
+    the rails (carrier j of every host) with ``inter``, hand the results back, and the hosts
+    allgather; phases overlap per chunk. Each rail takes an equal part of the data, or, with
+    ``weighted``, a part in proportion to its bandwidth (`rail_bandwidths`: a rail behind a
+    degraded NIC takes less). ``cache`` (a dict the caller keeps between calls on the same
+    machine) keeps the parts and the phases inside the hosts."""
+    cache = {} if cache is None else cache
+    hosts = host_ranks(topology)
+    h_count, local = len(hosts), len(hosts[0])
+    k = collective.chunks_per_piece
+    carriers = network_carriers(topology, router, hosts)
+    c_count = len(carriers[0])
+    if any(len(c) != c_count for c in carriers) or c_count == 0 or k % local:
+        raise NotApplicable("hierarchical by carriers needs hosts with the same number of ranks with a NIC")
+    carrier_local = [hosts[0].index(c) for c in carriers[0]]
+    if any([ranks.index(c) for c in cs] != carrier_local for ranks, cs in zip(hosts, carriers)):
+        raise NotApplicable("hierarchical by carriers needs the NIC ranks at the same places in every host")
+    share = k // local
+    rails = [[c[j] for c in carriers] for j in range(c_count)]
+    if "parts" not in cache:
+        # inside a host only the host's own links and switches (no detour through the NICs)
+        host_parts = [
+            host_levels.host_topology(topology, tuple(ranks), f"{topology.name}/host{h}") for h, ranks in enumerate(hosts)
+        ]
+        if not all(connected(part) for part in host_parts):
+            raise NotApplicable("hierarchical by carriers: the ranks of a host cannot reach each other over the host's own links")
+        cache["parts"] = (host_parts, [_part(topology, ranks, f"rail{j}") for j, ranks in enumerate(rails)])
+    host_parts, rail_parts = cache["parts"]
+    everything = np.arange(k, dtype=np.int64)
+    # quotas: chunks per rail, in whole rounds of H (equal, or in proportion to the rail's bandwidth)
+    if k % h_count:
+        raise NotApplicable("hierarchical by carriers needs a chunk count that is a multiple of the host count")
+    weights = rail_bandwidths(router, rails) if weighted else np.ones(c_count)
+    if not np.all(weights > 0):
+        raise NotApplicable("hierarchical by carriers: a rail has no route")
+    weights = weights / weights.sum()
+    units = k // h_count
+    exact = weights * units
+    quotas = np.floor(exact).astype(np.int64)
+    order = np.lexsort((np.arange(c_count), -(exact - quotas)))
+    quotas[order[: units - int(quotas.sum())]] += 1
+    quotas *= h_count
+    part_router = router_for(host_parts[0])
+    reach = np.array([[ell == c or part_router.via_names(ell, c) is not None for c in carrier_local] for ell in range(local)])
+    owner_local = np.repeat(np.arange(local, dtype=np.int64), share)
+    placed = _rail_chunks(owner_local, carrier_local, quotas, reach)
+    if placed is None:
+        raise NotApplicable("hierarchical by carriers: a rank does not reach a NIC rank of its host directly")
+
+    def in_hosts(kind: Kind) -> Schedule:
+        key = (kind, intra, k)
+        if key not in cache:
+            pieces = [
+                embed(INNER[intra].synthesize(part, kind, chunks=share), topology, collective, ranks, everything, NAME)
+                for part, ranks in zip(host_parts, hosts)
+            ]
+            cache[key] = parallel(pieces, collective, NAME)
+        return cache[key]
+
+    to_carriers = []
+    for ranks in hosts:
+        for j, chunks in enumerate(placed):
+            arr = np.asarray(chunks, dtype=np.int64)
+            for ell in np.unique(owner_local[arr]).tolist():
+                if ell != carrier_local[j]:
+                    to_carriers.append((ranks[ell], ranks[carrier_local[j]], arr[owner_local[arr] == ell]))
+    back = [(dst, src, chunks) for src, dst, chunks in to_carriers]
+    across = parallel(
+        [
+            embed(
+                ACROSS[inter].synthesize(part, Kind.ALLREDUCE, chunks=len(chunks)),
+                topology,
+                collective,
+                ranks,
+                np.asarray(chunks, dtype=np.int64),
+                NAME,
+            )
+            for part, ranks, chunks in zip(rail_parts, rails, placed)
+            if chunks
+        ],
+        collective,
+        NAME,
+    )
+    params = {
+        "phases": [
+            "reduce-scatter in hosts",
+            "to the NIC ranks",
+            "allreduce across hosts",
+            "back from the NIC ranks",
+            "allgather in hosts",
+        ],
+        "hosts": h_count,
+        "ranks_per_host": local,
+        "carriers_per_host": c_count,
+        "rail_chunks": [len(c) for c in placed],
+        "intra": intra,
+        "inter": inter,
+        "host_ranks": hosts,
+    }
+    schedule = in_hosts(Kind.REDUCE_SCATTER)
+    phases = [across]
+    if to_carriers:
+        phases = [_hand_off_step(topology, collective, to_carriers), across, _hand_off_step(topology, collective, back)]
+    for phase in phases:
+        schedule = overlap(schedule, phase, collective, NAME)
+    return spread_routes(overlap(schedule, in_hosts(Kind.ALLGATHER), collective, NAME, params), topology, router)
 
 
 def _root_host(topology: Topology, root: int) -> tuple[list[list[int]], int]:
@@ -743,6 +969,7 @@ def _tuned_allreduce(topology: Topology, collective: Collective, router: Router,
         [requested] if requested is not None else [r * s for s in AR_SHARES if r * (r - 1) * s <= FULL_TIMING_TRANSFERS] or [r]
     )
     candidates: list[Schedule] = []
+    carrier_cache: dict = {}
     for k in counts:
         one = Collective(Kind.ALLREDUCE, r, k, collective.root)
         for build in (allreduce, lambda t, c, rt: pipelined_allreduce(t, c, rt, size)):
@@ -750,9 +977,66 @@ def _tuned_allreduce(topology: Topology, collective: Collective, router: Router,
                 candidates.append(build(topology, one, router))
             except NotApplicable:
                 continue
+        candidates.extend(_other_inner_choices(topology, one, router, candidates))
+        candidates.extend(_carrier_choices(topology, one, router, carrier_cache))
     if not candidates:
         return allreduce(topology, collective, router)
     return fastest((predicted_us(s, topology, [size])[0], s) for s in candidates)
+
+
+def _other_inner_choices(topology: Topology, collective: Collective, router: Router, built: list[Schedule]) -> list[Schedule]:
+    """The two-level allreduce with the inner methods `inner_method` did not choose: its choice
+    compares link loads (what counts at large sizes), but at small sizes a ring's R − 1 steps of
+    latency across hosts cost more than the direct exchange's crowding of an oversubscribed
+    network. Only for the default chunk
+    count of one share per rank (more chunks only pipeline the same phases). Inside the hosts only
+    ``direct`` is added (one step; a ring's L − 1 steps never won at the sizes where this matters),
+    which keeps the extra candidates to two or three."""
+    if collective.chunks_per_piece != collective.num_ranks:
+        return []
+    chosen = [(s.params.get("intra"), s.params.get("inter")) for s in built if "inter" in s.params]
+    if not chosen:
+        return []
+    out: list[Schedule] = []
+    # inside the hosts: the chosen method and direct (one step); across: every method of ACROSS
+    intras = sorted({intra for intra, _ in chosen} | {direct.NAME})
+    for intra, inter in itertools.product(intras, ACROSS):
+        if (intra, inter) in chosen:
+            continue
+        try:
+            out.append(allreduce(topology, collective, router, intra, inter))
+        except NotApplicable:
+            continue
+    return out
+
+
+def _carrier_choices(topology: Topology, collective: Collective, router: Router, cache: dict) -> list[Schedule]:
+    """`carrier_allreduce` where it differs from `allreduce` (some ranks of a host have no NIC, or
+    the rails' bandwidths differ): direct inside the hosts (ring where direct does not apply),
+    direct or one-shot across, equal rails with one share per rank, rails weighted by bandwidth
+    with one or four."""
+    if collective.chunks_per_piece not in (collective.num_ranks, 4 * collective.num_ranks):
+        return []
+    hosts = host_ranks(topology)
+    carriers = network_carriers(topology, router, hosts)
+    if "rails_differ" not in cache:
+        rails = [[c[j] for c in carriers] for j in range(min(len(c) for c in carriers))] if all(carriers) else []
+        widths = rail_bandwidths(router, rails) if rails else np.zeros(0)
+        cache["rails_differ"] = bool(widths.size and np.ptp(widths) > 0)
+    all_carry = all(len(c) == len(h) for c, h in zip(carriers, hosts))
+    weightings = ([] if all_carry or collective.chunks_per_piece != collective.num_ranks else [False]) + (
+        [True] if cache["rails_differ"] else []
+    )
+    out: list[Schedule] = []
+    for weighted in weightings:
+        for inter in (direct.NAME, one_shot.NAME):
+            for intra in INNER:
+                try:
+                    out.append(carrier_allreduce(topology, collective, router, intra, inter, weighted, cache))
+                    break
+                except NotApplicable:
+                    continue
+    return out
 
 
 def _tuned_tree(topology: Topology, collective: Collective, router: Router, size: int, requested: int | None) -> Schedule:
