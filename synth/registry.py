@@ -29,6 +29,7 @@ from synth.algorithms import (
     recursive_halving,
     ring,
     scatter_allgather,
+    socket_pipeline,
 )
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -54,6 +55,7 @@ _TABLE: tuple[Method, ...] = (
     greedy.METHOD,
     packing.METHOD,
     pipelined_tree.METHOD,
+    socket_pipeline.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

@@ -30,6 +30,7 @@ MODULES = [
     "one_shot",
     "pipelined_tree",
     "multipath",
+    "socket_pipeline",
 ]
 
 
