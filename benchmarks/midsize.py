@@ -299,13 +299,18 @@ def summary(records: Iterable[dict[str, Any]]) -> list[str]:
     failed = [r for r in records if "error" in r]
     lines = []
     groups = [g for g in ("built-in", "random") if any(r["group"] == g for r in done)]
-    lines.append(
-        "time / lower bound (geometric mean, worst and where); time / NCCL model's pick, analytic (xNCCL) and run as a "
-        "schedule in the step model (xRun) (n = cases with a figure)"
-    )
+    # results files written before the benchmark ran NCCL's pick as a schedule lack its fields
+    has_run = any("vs_nccl_run" in r for r in done)
+    if has_run:
+        lines.append(
+            "time / lower bound (geometric mean, worst and where); time / NCCL model's pick, analytic (xNCCL) and run as "
+            "a schedule in the step model (xRun) (n = cases with a figure)"
+        )
+    else:
+        lines.append("time / lower bound (geometric mean, worst and where); time / NCCL model's pick (n = cases with a figure)")
     lines.append(
         f"{'group':9s} {'size':>7s} {'cases':>5s} {'geomean':>8s} {'worst':>7s}  {'worst case':48s} "
-        f"{'xNCCL geo':>9s} {'worst':>7s} {'>NCCL':>6s}  {'xRun geo':>8s} {'worst':>6s} {'>Run':>6s}"
+        f"{'xNCCL geo':>9s} {'worst':>7s} {'>NCCL':>6s}" + (f"  {'xRun geo':>8s} {'worst':>6s} {'>Run':>6s}" if has_run else "")
     )
     verdicts = []
     for group in groups:
@@ -320,8 +325,8 @@ def summary(records: Iterable[dict[str, Any]]) -> list[str]:
             where = f"{worst['machine']} {worst['collective']} {format_size(worst['size'])}"
             lines.append(
                 f"{group:9s} {format_size(size) if size else 'all':>7s} {len(rows):5d} {geomean(ratios):8.3f} "
-                f"{max(ratios):7.2f}  {where:48s} {geo_vs:9.3f} {max_vs:7.2f} {slower:3d}/{n_vs:<3d}  "
-                f"{geo_run:8.3f} {max_run:6.2f} {slower_run:3d}/{n_run:<3d}"
+                f"{max(ratios):7.2f}  {where:48s} {geo_vs:9.3f} {max_vs:7.2f} {slower:3d}/{n_vs:<3d}"
+                + (f"  {geo_run:8.3f} {max_run:6.2f} {slower_run:3d}/{n_run:<3d}" if has_run else "")
             )
             if size in TARGETS:
                 geo_target, worst_target = TARGETS[size]
@@ -389,12 +394,17 @@ def summary(records: Iterable[dict[str, Any]]) -> list[str]:
     slower_cases = [r for r in done if r.get("vs_nccl") is not None and r["vs_nccl"] > 1 + NCCL_TOLERANCE]
     if slower_cases:
         lines.append("")
-        lines.append("cases slower than NCCL's analytic model (xNCCL; '<': its time is below our lower bound; xRun: vs it run)")
+        lines.append(
+            "cases slower than NCCL's analytic model (xNCCL"
+            + ("; '<': its time is below our lower bound; xRun: vs it run)" if has_run else ")")
+        )
         for r in sorted(slower_cases, key=lambda r: (-r["vs_nccl"], r["machine"], r["collective"], r["size"])):
             run = f"{r['vs_nccl_run']:.2f}x {r['nccl_run']}" if r.get("vs_nccl_run") is not None else "n/a"
             lines.append(
                 f"  {r['vs_nccl']:6.3f}{'<' if r.get('nccl_below_bound') else ' '} {r['machine']:24s} {r['collective']:15s} "
-                f"{format_size(r['size']):>6s}  {r['nccl_pick']:12s} xRun {run}; chosen {r['chosen']}"
+                f"{format_size(r['size']):>6s}  {r['nccl_pick']:12s}"
+                + (f" xRun {run};" if has_run else "")
+                + f" chosen {r['chosen']}"
             )
     if failed:
         lines.append("")
