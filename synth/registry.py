@@ -29,6 +29,7 @@ from synth.algorithms import (
     recursive_halving,
     ring,
     scatter_allgather,
+    socket_pipeline,
     weighted_two_shot,
 )
 from synth.collective import Collective, Kind
@@ -56,6 +57,7 @@ _TABLE: tuple[Method, ...] = (
     packing.METHOD,
     pipelined_tree.METHOD,
     weighted_two_shot.METHOD,
+    socket_pipeline.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

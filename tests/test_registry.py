@@ -31,6 +31,7 @@ MODULES = [
     "pipelined_tree",
     "multipath",
     "weighted_two_shot",
+    "socket_pipeline",
 ]
 
 

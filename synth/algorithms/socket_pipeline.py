@@ -1,0 +1,223 @@
+"""Broadcast across one slow cut of a single host (two CPU sockets, a PCIe root link), pipelined in
+shrinking groups, each side spreading what it has by scatter-allgather.
+
+On a PCIe server the ranks on the root's side of the inter-socket link reach each other at PCIe
+speed, the ranks beyond it only through that one slower link (10 GB/s UPI against 24 GB/s PCIe,
+and its latency: 3 µs for the crossing against 1 µs inside a switch). Every byte has to cross it
+once, so the data should stream over it without pause, while both sides pass on what they already
+have. A pipelined chain (NCCL's ring) does stream it, but in the step-synchronous model
+(docs/formats.md, 'Step-synchronous cost') every one of its k + R − 2 steps pays the crossing's
+latency, and all its hops move a whole chunk per step.
+
+Here the root sends the data across in m groups of chunks, group j in step j, and the groups
+shrink geometrically (ratio ρ): only the crossing steps pay the slow latency, and the last group,
+which the far side still has to spread after the crossing is done, is small. Two shapes:
+
+- *dealt*: the root deals each group over the ranks of the far side itself (rank i of them gets
+  every i-th chunk; the slow link still carries each byte once), and they swap their parts in the
+  next step, while the next group crosses: m + 1 steps;
+- *through an entry*: the root sends each group whole to one far rank (the entry: fewest hops,
+  then least latency), which deals it over the others one step later; they swap one step after
+  that: m + 2 steps.
+
+On the root's side the root deals each group over its own side in the step it sends it across,
+and those ranks swap the parts in the next. Scatter-allgather loads every rank's link with a group
+once on the way in and (n − 1)/n of it on the way out, so a side spreads a group faster than the
+slow link delivers it; the ratio ρ is how much each group may shrink while the swap of the one
+before still hides under its crossing (on pcie-2socket: 24 GB/s against 10, so about 2.4). The
+tuning (`synth.algorithms.engines.size_tuning`) tries the shape, m, ρ and the chunk count at the
+size and keeps the fastest; ``chosen_at_size``, the groups and the entry (None: dealt) go into the
+schedule's params.
+
+On pcie-2socket at 1 MiB this takes 118.4 µs (dealt, three groups of 483, 201 and 84 of 768
+chunks) where the pipelined chain at its best chunk count takes 168 µs, auto took 138 µs before
+this method and NCCL's analytic model says 119.0 µs; the lower bound is 110.9 µs (docs/bounds.md,
+'Streaming versus steps', works the case through). Crossing the slow level once and spreading
+inside is the hierarchical broadcast of Karonis et al. ("Exploiting hierarchy in parallel computer
+networks to optimize collective operation performance", IPDPS 2000), each side's spreading van de
+Geijn's scatter-allgather broadcast (`scatter-allgather`); pipelining the crossing in shrinking
+groups so that only the crossing steps pay its latency, and the last group is small, is ours.
+
+Applies to one host of at most `MAX_RANKS` ranks where some routes from the root are narrower than
+others (the far side: the ranks behind the narrowest); broadcast only (multi-host machines:
+``pipelined-tree``, ``hierarchical``; an NVSwitch box has no slower cut: ``scatter-allgather``).
+Options: ``size`` (bytes, default 1 MiB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.method import Method, one_chunk
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+
+NAME = "socket-pipeline"
+OPTIONS = frozenset({"size"})
+REFERENCE_SIZE = 1 << 20
+#: chunks per piece tried (the groups are whole chunks), group counts m and shrink ratios ρ
+CHUNK_COUNTS = (48, 192, 768)
+GROUP_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16)
+RATIOS = (1.0, 1.4, 1.8, 2.4, 3.0)
+#: hosts of more ranks are left to the other methods (the candidates' size grows with R × chunks)
+MAX_RANKS = 32
+_EPS = 1e-9
+
+
+def sides(topology: Topology, root: int, router: Router) -> tuple[list[int], list[int]]:
+    """(near, far): the ranks other than the root whose route from it is wider than the narrowest
+    such route, and those behind the narrowest. NotApplicable where the machine has several hosts,
+    or a rank without a switch route from the root."""
+    if len(topology.host_groups) > 1:
+        raise NotApplicable(f"{NAME} is for one host; {topology.name} has {len(topology.host_groups)}")
+    if topology.num_ranks > MAX_RANKS:
+        raise NotApplicable(f"{NAME} is for hosts of up to {MAX_RANKS} ranks; {topology.name} has {topology.num_ranks}")
+    width: dict[int, float] = {}
+    for v in range(topology.num_ranks):
+        if v == root:
+            continue
+        route = router.route(root, v)
+        if route is None:
+            raise NotApplicable(f"{NAME} needs a switch route from the root to every rank (none to rank {v})")
+        width[v] = route.bottleneck
+    slow = min(width.values())
+    if max(width.values()) <= slow * (1 + _EPS):
+        raise NotApplicable(f"{NAME} needs a slower cut from the root; every route from rank {root} is {slow:g} GB/s wide")
+    far = sorted(v for v, w in width.items() if w <= slow * (1 + _EPS))
+    return sorted(v for v in width if v not in far), far
+
+
+def entry_rank(far: list[int], root: int, router: Router) -> int:
+    """The far rank the root sends to: the fewest hops, then the least latency, then the lowest id."""
+    return min(far, key=lambda v: (router.route(root, v).hops, router.route(root, v).latency, v))
+
+
+def shrinking_groups(chunks: int, groups: int, ratio: float) -> list[np.ndarray] | None:
+    """``groups`` runs of consecutive chunk ids covering 0 … chunks − 1, sized in proportion to
+    ratio^(m − 1), …, ratio, 1 (each at least one chunk); None if they do not fit."""
+    weights = np.array([ratio ** (groups - 1 - j) for j in range(groups)])
+    sizes = np.maximum(1, np.round(weights / weights.sum() * chunks)).astype(np.int64)
+    sizes[0] += chunks - int(sizes.sum())
+    if sizes[0] < 1:
+        return None
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    return [np.arange(bounds[j], bounds[j + 1], dtype=np.int64) for j in range(groups)]
+
+
+def _deal(src: int, ranks: list[int], group: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Scatter: part i of ``group`` (every len(ranks)-th chunk) from ``src`` to ranks[i]."""
+    out = []
+    for i, r in enumerate(ranks):
+        part = group[i :: len(ranks)]
+        out.append((np.full(part.size, src), np.full(part.size, r), part))
+    return out
+
+
+def _swap(ranks: list[int], group: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Allgather of the parts `_deal` gave: ranks[i] sends its part to every other rank."""
+    out = []
+    for i, r in enumerate(ranks):
+        part = group[i :: len(ranks)]
+        for q in ranks:
+            if q != r and part.size:
+                out.append((np.full(part.size, r), np.full(part.size, q), part))
+    return out
+
+
+def broadcast_steps(root: int, entry: int | None, near: list[int], far: list[int], groups: list[np.ndarray]) -> list[LogicalStep]:
+    """The logical steps (the module docstring says what each does): m + 2 through an entry rank,
+    m + 1 when the root deals each group over the far side itself (``entry`` None)."""
+    m = len(groups)
+    steps: list[LogicalStep] = []
+    for s in range(m + 2):
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        if s < m:
+            g = groups[s]
+            if entry is None:
+                parts += _deal(root, far, g)
+            else:
+                parts.append((np.full(g.size, root), np.full(g.size, entry), g))
+            if near:
+                parts += _deal(root, near, g)
+        if 1 <= s <= m:
+            if near:
+                parts += _swap(near, groups[s - 1])
+            if entry is None:
+                parts += _swap(far, groups[s - 1])
+            elif len(far) > 1:
+                parts += _deal(entry, [v for v in far if v != entry], groups[s - 1])
+        if 2 <= s <= m + 1 and entry is not None and len(far) > 2:
+            parts += _swap([v for v in far if v != entry], groups[s - 2])
+        parts = [p for p in parts if p[0].size]
+        if parts:
+            steps.append(logical_step(*(np.concatenate([p[i] for p in parts]) for i in range(3))))
+    return steps
+
+
+def build(topology: Topology, collective: Collective, router: Router, shape: tuple[int, float, bool]) -> Schedule | None:
+    """The schedule for ``collective`` (its chunks per piece) with m groups shrinking by ρ, through
+    an entry rank or dealt by the root over the far side (``shape`` = (m, ρ, through an entry))."""
+    m, ratio, through_entry = shape
+    groups = shrinking_groups(collective.chunks_per_piece, m, ratio)
+    if groups is None:
+        return None
+    root = collective.root
+    near, far = sides(topology, root, router)
+    entry = entry_rank(far, root, router) if through_entry else None
+    params = {
+        "near": near,
+        "far": far,
+        "entry": entry,
+        "groups": [int(g.size) for g in groups],
+        "ratio": ratio,
+    }
+    return lower_copies(topology, collective, broadcast_steps(root, entry, near, far, groups), NAME, params, router)
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
+    """The fastest shrinking-group pipeline at ``size`` (default 1 MiB) over the chunk counts,
+    group counts and ratios of this module (with ``requested_chunks``, that chunk count only)."""
+    size = size_option(NAME, options, OPTIONS)
+    if collective.kind is not Kind.BROADCAST:
+        raise NotApplicable(f"{NAME} serves broadcast only")
+    router = router or router_for(topology)
+    sides(topology, collective.root, router)  # NotApplicable early
+    requested = options.get("requested_chunks")
+    at = size if size is not None else REFERENCE_SIZE
+    timed = []
+    for k in (requested,) if requested is not None else CHUNK_COUNTS:
+        target = Collective(Kind.BROADCAST, collective.num_ranks, k, collective.root)
+        shapes = [
+            (m, rho, through)
+            for through in (True, False)
+            for m in GROUP_COUNTS
+            if m <= k
+            for rho in (RATIOS if m > 1 else (1.0,))
+        ]
+        built = [(shape, build(topology, target, router, shape)) for shape in shapes]
+        usable = [s for _, s in built if s is not None]
+        timed += timed_sweep(usable, lambda s: s, topology, at)
+    schedule = fastest(timed)
+    if size is not None:
+        schedule = replace(schedule, params={**schedule.params, "chosen_at_size": size})
+    return schedule
+
+
+METHOD = Method(
+    name=NAME,
+    summary="broadcast over a host's slow socket link in shrinking groups, each side spreading by scatter-allgather",
+    family="scalable",
+    collectives=frozenset({Kind.BROADCAST}),
+    build=synthesize,
+    default_chunks=one_chunk,
+    options=OPTIONS,
+    chooses_chunks=True,
+)

@@ -1,0 +1,99 @@
+"""socket-pipeline: broadcast over a host's slow socket link in shrinking groups (synth/algorithms/socket_pipeline.py)."""
+
+import numpy as np
+import pytest
+
+from synth import generators as gen
+from synth.algorithms.socket_pipeline import shrinking_groups, sides
+from synth.bounds import bound_model
+from synth.builtin import get_topology
+from synth.collective import Kind
+from synth.errors import NotApplicable
+from synth.registry import synthesize
+from synth.routing import router_for
+from synth.simulate import simulate
+
+
+def _us(schedule, topology, size):
+    return simulate(schedule, topology, [size], model="sync")[0].time_us
+
+
+@pytest.fixture(scope="module")
+def pcie():
+    return get_topology("pcie-2socket")
+
+
+def test_the_sides_are_the_sockets(pcie):
+    assert sides(pcie, 0, router_for(pcie)) == ([1, 2, 3], [4, 5, 6, 7])
+    assert sides(pcie, 6, router_for(pcie)) == ([4, 5, 7], [0, 1, 2, 3])
+
+
+@pytest.mark.parametrize("chunks,groups,ratio", [(192, 5, 1.8), (48, 1, 1.0), (12, 12, 1.0), (7, 3, 2.4)])
+def test_groups_cover_every_chunk_once_and_shrink(chunks, groups, ratio):
+    parts = shrinking_groups(chunks, groups, ratio)
+    assert np.array_equal(np.concatenate(parts), np.arange(chunks))
+    sizes = [p.size for p in parts]
+    assert min(sizes) >= 1 and len(sizes) == groups
+    if ratio > 1 and chunks >= 48:
+        assert sizes == sorted(sizes, reverse=True)
+
+
+def test_beats_the_chain_and_the_baselines_on_pcie_at_1mib(pcie):
+    size = 1 << 20
+    ours = synthesize(pcie, Kind.BROADCAST, "socket-pipeline", options={"size": size})  # verified
+    assert ours.params["chosen_at_size"] == size and len(ours.params["groups"]) > 1
+    t = _us(ours, pcie, size)
+    assert t >= bound_model(pcie, Kind.BROADCAST, 0).time_us(size)
+    others = [
+        synthesize(pcie, Kind.BROADCAST, "multiring", chunks=8),  # the chain near its best chunk count
+        synthesize(pcie, Kind.BROADCAST, "scatter-allgather", options={"size": size}),
+        synthesize(pcie, Kind.BROADCAST, "binomial"),
+    ]
+    assert all(t < _us(o, pcie, size) for o in others)
+    assert t < 120.0  # docs/bounds.md, 'Streaming versus steps': 118.4 us
+
+
+@pytest.mark.parametrize("root", range(8))
+def test_every_root_verifies(pcie, root):
+    s = synthesize(pcie, Kind.BROADCAST, "socket-pipeline", root=root, options={"size": 64 << 10})
+    assert s.collective.root == root
+
+
+def test_requested_chunks_are_kept():
+    topology = gen.pcie_tree(gpus_per_switch=2, name="pcie-2x2")
+    s = synthesize(topology, Kind.BROADCAST, "socket-pipeline", chunks=6, options={"size": 1 << 20})
+    assert s.collective.chunks_per_piece == 6
+
+
+def test_not_for_several_hosts_nor_other_collectives():
+    with pytest.raises(NotApplicable, match="one host"):
+        synthesize(get_topology("dgx-a100x2"), Kind.BROADCAST, "socket-pipeline")
+    with pytest.raises(NotApplicable, match="does not serve"):
+        synthesize(get_topology("pcie-2socket"), Kind.REDUCE, "socket-pipeline")
+
+
+def test_no_slower_cut_no_method():
+    with pytest.raises(NotApplicable, match="slower cut"):
+        synthesize(get_topology("dgx-a100"), Kind.BROADCAST, "socket-pipeline")
+
+
+def test_both_shapes_verify(pcie):
+    from synth.algorithms.socket_pipeline import build
+    from synth.collective import Collective
+
+    router = router_for(pcie)
+    for through in (True, False):
+        s = build(pcie, Collective(Kind.BROADCAST, 8, 48, 0), router, (4, 2.0, through))
+        assert (s.params["entry"] is None) == (not through)
+        assert s.num_steps == 4 + (2 if through else 1)
+        from synth.verify import check
+
+        check(s, pcie)
+
+
+def test_at_1mib_on_pcie_not_slower_than_nccls_analytic_model(pcie):
+    from synth.nccl_model import nccl_model_best
+
+    size = 1 << 20
+    ours = synthesize(pcie, Kind.BROADCAST, "socket-pipeline", options={"size": size})
+    assert _us(ours, pcie, size) <= nccl_model_best(pcie, Kind.BROADCAST, [size])[0].time_us
