@@ -45,8 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.path_channels import components
+from synth.algorithms.engines.rail_routes import RouteBalancer, RoutedStep, lower_routed
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -99,10 +100,20 @@ class Layout:
     groups: tuple[tuple[int, ...], ...]
     carriers: tuple[tuple[int, ...], ...]
     name: str
+    #: parallel network paths leaving a carrier over different links (scale-out ports)
+    ports: int = 1
 
     @property
     def max_parts(self) -> int:
         return min(len(c) for c in self.carriers)
+
+    def part_counts(self) -> list[int]:
+        """Parts the data may be cut into: 1, one per carrier, one per carrier port."""
+        return sorted({1, self.max_parts, self.max_parts * self.ports})
+
+    def carrier_of(self, part: int, parts: int) -> int:
+        """The carrier index that takes ``part`` of ``parts`` across the network."""
+        return part * self.max_parts // parts if parts >= self.max_parts else part
 
 
 def near_order(reps: list[int], first: int, router: Router) -> list[int]:
@@ -130,7 +141,7 @@ def near_order(reps: list[int], first: int, router: Router) -> list[int]:
     return sorted(range(n), key=lambda h: (keys[h], h != first, h))
 
 
-def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
+def layouts(topology: Topology, root: int, router: Router, paths: dict | None = None) -> list[Layout]:
     """The layouts tried: the hosts when the machine has two or more; otherwise every rank alone
     (a tree over ranks, for switched machines) and the whole machine as one group (the data spread
     over the links from the root: `group_spread`, for machines of direct links such as a DGX-1 or a
@@ -164,15 +175,25 @@ def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
     rails = tuple(tuple(c[(start + j) % len(c)] for j in range(len(c))) for c in carriers)
     order = near_order([c[0] for c in rails], first, router)
     groups_in_order = tuple(hosts[h] for h in order)
-    out = [Layout(groups_in_order, tuple(rails[h] for h in order), "hosts")]
+    count = min(len(c) for c in rails)
+    # scale-out ports: the parallel paths from the root's host's carriers to their peers
+    balancer = RouteBalancer(topology, paths)
+    ports = min(balancer.ports(rails[order[0]][j], rails[order[1]][j]) for j in range(count))
+    ordered_rails = tuple(rails[h] for h in order)
+    out = [Layout(groups_in_order, ordered_rails, "hosts", max(1, ports))]
+    if count >= 2 and root == ordered_rails[0][0]:
+        # the root's own rail left out: the root then spends its host links on dealing only
+        # (with its rail in, it sends its own part over them too, twice the load of the others)
+        out.append(Layout(groups_in_order, tuple(c[1:] for c in ordered_rails), "hosts-off-root-rail", max(1, ports)))
     # a rail as slow as its slowest carrier's network path (a degraded NIC): the rails at full
     # speed alone are a candidate too
-    count = min(len(c) for c in rails)
     following = [rails[(h + 1) % len(hosts)] for h in range(len(hosts))]
     speed = [min(network_bandwidth(rails[h][j], following[h][j], router) for h in range(len(hosts))) for j in range(count)]
     fast = [j for j in range(count) if speed[j] >= 0.99 * max(speed)]
     if len(fast) < count:
-        out.append(Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails"))
+        out.append(
+            Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails", max(1, ports))
+        )
     return out
 
 
@@ -240,6 +261,8 @@ class Spreads:
 
     def __init__(self, router: Router):
         self.router = router
+        #: pair paths through switches, shared by the candidates' route balancers
+        self.paths: dict = {}
         self._trees: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int]]] = {}
 
     def tree(self, group: tuple[int, ...], source: int) -> list[tuple[int, int, int]]:
@@ -287,12 +310,15 @@ def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tu
     return out
 
 
-def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads) -> list[LogicalStep]:
+def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, balancer: RouteBalancer) -> list[RoutedStep]:
     """The logical steps of the broadcast (see the module docstring). Chunk j·c + q is chunk q of
-    part j; part j's carrier in a group is its carrier j (the root's rail is part 0)."""
-    groups, rails = layout.groups, layout.carriers
+    part j; part j's carrier in a group is its carrier `Layout.carrier_of` (the root's rail is
+    part 0). Every hop between groups names its network path (``balancer``: parallel parts over
+    parallel paths); the hops inside a group take the router's route (-1)."""
+    groups = layout.groups
     hosts = len(groups)
     c = shape.chunks_per_part
+    rails = [tuple(layout.carriers[h][layout.carrier_of(j, shape.parts)] for j in range(shape.parts)) for h in range(hosts)]
     parent, level = split_tree(hosts, shape.fanout, shape.kind)
     trees = [[spreads.tree(groups[h], rails[h][j]) for j in range(shape.parts)] for h in range(hosts)]
     if shape.deal == "links":
@@ -300,13 +326,18 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads) -
     else:
         dealing = [[root] if rails[0][j] == root else [root, rails[0][j]] for j in range(shape.parts)]
     deal_steps = max(len(path) - 1 for path in dealing)
-    events: dict[int, tuple[list[int], list[int], list[int]]] = {}
+    # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
+    network = [
+        [balancer.choose(rails[parent[h]][j], rails[h][j]) if h > 0 else -1 for j in range(shape.parts)] for h in range(hosts)
+    ]
+    events: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
 
-    def send(step: int, src: int, dst: int, chunk: int) -> None:
-        cols = events.setdefault(step, ([], [], []))
+    def send(step: int, src: int, dst: int, chunk: int, via: int = -1) -> None:
+        cols = events.setdefault(step, ([], [], [], []))
         cols[0].append(src)
         cols[1].append(dst)
         cols[2].append(chunk)
+        cols[3].append(via)
 
     for j in range(shape.parts):
         for q in range(c):
@@ -323,13 +354,13 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads) -
             for h in range(hosts):
                 ready = base + level[h]
                 if h > 0:
-                    send(ready, rails[parent[h]][j], rails[h][j], chunk)
+                    send(ready, rails[parent[h]][j], rails[h][j], chunk, network[h][j])
                 for depth, src, dst in trees[h][j]:
                     send(ready + depth, src, dst, chunk)
     steps = []
     for step in sorted(events):
-        src, dst, chunk = events[step]
-        steps.append(logical_step(src, dst, chunk))
+        src, dst, chunk, via = events[step]
+        steps.append((*logical_step(src, dst, chunk), np.asarray(via, dtype=np.int64)))
     return steps
 
 
@@ -340,7 +371,7 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
     hosts = len(layout.groups)
     ranks = sum(len(g) for g in layout.groups)
     out: list[Shape] = []
-    for p in sorted({1, layout.max_parts}):
+    for p in layout.part_counts():
         if requested is not None and requested % p:
             continue
         fixed = None if requested is None else requested // p
@@ -371,8 +402,13 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     }
     if size is not None:
         params["chosen_at_size"] = size
-    steps = broadcast_steps(layout, root, shape, spreads)
-    return lower_copies(topology, collective, steps, NAME, params, spreads.router)
+    balancer = RouteBalancer(topology, spreads.paths)
+    steps = broadcast_steps(layout, root, shape, spreads, balancer)
+    routed = lower_routed(topology, collective, steps, balancer.vias, NAME, params, spreads.router)
+    if routed is not None:
+        return routed
+    # some pair inside a group needs a relay: the router's routes, relayed where needed
+    return lower_copies(topology, collective, [step[:3] for step in steps], NAME, params, spreads.router)
 
 
 def best_broadcast(topology: Topology, root: int, requested: int | None, size: int, router: Router) -> Schedule:
@@ -382,7 +418,7 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
     while the fill dominates and rises once the latencies of the extra steps do)."""
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
-    for layout in layouts(topology, root, router):
+    for layout in layouts(topology, root, router, spreads.paths):
         previous: tuple[str, int, int, str] | None = None
         last, worse = None, 0
         # dealing along the route is a candidate too when some carrier is more than a link away
