@@ -245,3 +245,26 @@ def test_rail_routes_balance_parallel_transfers_over_spines():
     assert sorted(spines.count(s) for s in set(spines)) == [4, 4]
     assert balancer.ports(a, b) == 1
     assert RouteBalancer(gen.gaudi(boxes=2, gpus=2)).ports(0, 2) == 3
+
+
+@pytest.mark.parametrize("root", [0, 5])
+def test_scatter_allgather_shape_on_every_rail(root):
+    """Van de Geijn's broadcast on every rail: two network steps after the deal, verified for
+    both the broadcast and its dual reduce; on a rail-only machine at 1 MiB it beats the trees."""
+    topo = gen.rail_only(hosts=6, gpus=4)
+    router = router_for(topo)
+    spreads = pipelined_tree.Spreads(router)
+    layout = pipelined_tree.layouts(topo, root, router, spreads.finder)[0]
+    shape = pipelined_tree.Shape("scatter-allgather", 5, 4, 6)
+    schedule = pipelined_tree.build_broadcast(topo, layout, root, shape, 1 << 20, spreads)
+    _check(schedule, topo)
+    network = [s for s in range(schedule.num_steps) if any(topo.hosts[a] != topo.hosts[b] for a, b in _pairs(schedule, s))]
+    assert len(network) == 2
+    chosen = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, root=root, options={"size": 1 << 20})
+    assert chosen.params["shape"] == "scatter-allgather"
+    _check(synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, root=root, options={"size": 1 << 20}), topo)
+
+
+def _pairs(schedule, step):
+    lo, hi = schedule.step_starts[step], schedule.step_starts[step + 1]
+    return zip(schedule.src[lo:hi].tolist(), schedule.dst[lo:hi].tolist())

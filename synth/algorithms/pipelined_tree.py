@@ -47,7 +47,7 @@ import numpy as np
 
 from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.path_channels import components
-from synth.algorithms.engines.rail_routes import RouteBalancer, RoutedStep, lower_routed
+from synth.algorithms.engines.rail_routes import PathFinder, RouteBalancer, RoutedStep, lower_routed
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -141,7 +141,7 @@ def near_order(reps: list[int], first: int, router: Router) -> list[int]:
     return sorted(range(n), key=lambda h: (keys[h], h != first, h))
 
 
-def layouts(topology: Topology, root: int, router: Router, paths: dict | None = None) -> list[Layout]:
+def layouts(topology: Topology, root: int, router: Router, finder: PathFinder | None = None) -> list[Layout]:
     """The layouts tried: the hosts when the machine has two or more; otherwise every rank alone
     (a tree over ranks, for switched machines) and the whole machine as one group (the data spread
     over the links from the root: `group_spread`, for machines of direct links such as a DGX-1 or a
@@ -177,7 +177,7 @@ def layouts(topology: Topology, root: int, router: Router, paths: dict | None = 
     groups_in_order = tuple(hosts[h] for h in order)
     count = min(len(c) for c in rails)
     # scale-out ports: the parallel paths from the root's host's carriers to their peers
-    balancer = RouteBalancer(topology, paths)
+    balancer = RouteBalancer(topology, finder)
     ports = min(balancer.ports(rails[order[0]][j], rails[order[1]][j]) for j in range(count))
     ordered_rails = tuple(rails[h] for h in order)
     out = [Layout(groups_in_order, ordered_rails, "hosts", max(1, ports))]
@@ -262,7 +262,7 @@ class Spreads:
     def __init__(self, router: Router):
         self.router = router
         #: pair paths through switches, shared by the candidates' route balancers
-        self.paths: dict = {}
+        self.finder = PathFinder(router.topology)
         self._trees: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int]]] = {}
 
     def tree(self, group: tuple[int, ...], source: int) -> list[tuple[int, int, int]]:
@@ -326,10 +326,6 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
     else:
         dealing = [[root] if rails[0][j] == root else [root, rails[0][j]] for j in range(shape.parts)]
     deal_steps = max(len(path) - 1 for path in dealing)
-    # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
-    network = [
-        [balancer.choose(rails[parent[h]][j], rails[h][j]) if h > 0 else -1 for j in range(shape.parts)] for h in range(hosts)
-    ]
     events: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
 
     def send(step: int, src: int, dst: int, chunk: int, via: int = -1) -> None:
@@ -338,6 +334,14 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
         cols[1].append(dst)
         cols[2].append(chunk)
         cols[3].append(via)
+
+    if shape.kind == "scatter-allgather":
+        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, send)
+        return _routed_steps(events)
+    # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
+    network = [
+        [balancer.choose(rails[parent[h]][j], rails[h][j]) if h > 0 else -1 for j in range(shape.parts)] for h in range(hosts)
+    ]
 
     for j in range(shape.parts):
         for q in range(c):
@@ -357,11 +361,51 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
                     send(ready, rails[parent[h]][j], rails[h][j], chunk, network[h][j])
                 for depth, src, dst in trees[h][j]:
                     send(ready + depth, src, dst, chunk)
+    return _routed_steps(events)
+
+
+def _routed_steps(events: dict[int, tuple[list[int], list[int], list[int], list[int]]]) -> list[RoutedStep]:
     steps = []
     for step in sorted(events):
         src, dst, chunk, via = events[step]
         steps.append((*logical_step(src, dst, chunk), np.asarray(via, dtype=np.int64)))
     return steps
+
+
+def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: int, balancer: RouteBalancer, send) -> None:
+    """The ``scatter-allgather`` shape (van de Geijn's broadcast, run on every rail at once): part
+    j is cut into one piece per group (chunk j·H + g); after the deal, the root group's carrier j
+    sends piece g to group g's carrier j in one network step (the scatter), then every carrier j
+    sends its piece to every other group's carrier j in the next (the allgather: two network
+    latencies in all, each carrier sending (H − 1)/H of its part twice). Each piece is shared
+    inside its group along the spread tree as soon as it arrives, overlapping the network steps."""
+    hosts = len(rails)
+    for j in range(shape.parts):
+        for q in range(hosts):
+            path = dealing[j]
+            for hop in range(len(path) - 1):
+                send(hop, path[hop], path[hop + 1], j * hosts + q)
+    scatter = deal_steps
+    base = deal_steps - 1
+    for j in range(shape.parts):
+        for q in range(hosts):
+            for depth, src, dst in trees[0][j]:
+                send(base + depth, src, dst, j * hosts + q)
+        for h in range(1, hosts):
+            send(scatter, rails[0][j], rails[h][j], j * hosts + h, balancer.choose(rails[0][j], rails[h][j]))
+    # the allgather step's paths balanced on their own (the scatter's transfers are over by then)
+    balancer.load[:] = 0.0
+    for j in range(shape.parts):
+        for g in range(hosts):
+            chunk = j * hosts + g
+            if g > 0:
+                for depth, src, dst in trees[g][j]:
+                    send(scatter + depth, src, dst, chunk)
+            for h in range(1, hosts):
+                if h != g:
+                    send(scatter + 1, rails[g][j], rails[h][j], chunk, balancer.choose(rails[g][j], rails[h][j]))
+                    for depth, src, dst in trees[h][j]:
+                        send(scatter + 1 + depth, src, dst, chunk)
 
 
 def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",)) -> list[Shape]:
@@ -377,6 +421,8 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
         fixed = None if requested is None else requested // p
         if hosts > 1:
             out += [Shape("knomial", k, p, fixed or 1, deal) for deal in deals for k in knomial_fanouts(hosts)]
+        if hosts > 2 and fixed in (None, hosts) and (ranks - 1) * p * hosts <= TRANSFER_BUDGET:
+            out.append(Shape("scatter-allgather", hosts - 1, p, hosts))
         for k in KARY_FANOUTS:
             if k >= hosts and k > 1:
                 break
@@ -402,7 +448,7 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     }
     if size is not None:
         params["chosen_at_size"] = size
-    balancer = RouteBalancer(topology, spreads.paths)
+    balancer = RouteBalancer(topology, spreads.finder)
     steps = broadcast_steps(layout, root, shape, spreads, balancer)
     routed = lower_routed(topology, collective, steps, balancer.vias, NAME, params, spreads.router)
     if routed is not None:
@@ -418,7 +464,7 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
     while the fill dominates and rises once the latencies of the extra steps do)."""
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
-    for layout in layouts(topology, root, router, spreads.paths):
+    for layout in layouts(topology, root, router, spreads.finder):
         previous: tuple[str, int, int, str] | None = None
         last, worse = None, 0
         # dealing along the route is a candidate too when some carrier is more than a link away

@@ -40,70 +40,99 @@ DENSE_LIMIT = 64 * 2**20
 RoutedStep = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # src, dst, chunk, via index (-1: router)
 
 
+class PathFinder:
+    """Fewest-hop switch paths between ranks, with one breadth-first search per source rank and
+    the paths read backwards from the destination along the search's layers."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        incoming: list[list[int]] = [[] for _ in range(topology.num_nodes)]
+        for lid, link in enumerate(topology.links):
+            incoming[link.dst].append(lid)
+        self.in_links = incoming
+        self._dist: dict[int, dict[int, int]] = {}
+        self._paths: dict[tuple[int, int], list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+
+    def distances(self, a: int) -> dict[int, int]:
+        """Hops from rank ``a`` to every node it reaches through switches only (ranks are ends)."""
+        found = self._dist.get(a)
+        if found is not None:
+            return found
+        topology, links = self.topology, self.topology.links
+        dist = {a: 0}
+        frontier = [a]
+        while frontier:
+            following = []
+            for node in frontier:
+                if node != a and not topology.is_switch(node):
+                    continue
+                for lid in topology.out_links[node]:
+                    nxt = links[lid].dst
+                    if nxt not in dist:
+                        dist[nxt] = dist[node] + 1
+                        following.append(nxt)
+            frontier = following
+        self._dist[a] = dist
+        return dist
+
+    def paths(self, a: int, b: int, limit: int = MAX_PATHS) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(switch node ids, link ids) of the fewest-hop paths from rank ``a`` to rank ``b``
+        through switches only, the least-latency ones among them (at most ``limit``, in a fixed
+        order); none when ``b`` is a direct neighbour or out of reach."""
+        key = (a, b)
+        found = self._paths.get(key)
+        if found is None:
+            found = self._paths[key] = self._find(a, b, limit)
+        return found
+
+    def _find(self, a: int, b: int, limit: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        topology, links = self.topology, self.topology.links
+        dist = self.distances(a)
+        if dist.get(b, 0) < 2:
+            return []
+        paths: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        # backwards from b: every step goes one layer closer to a, so every walk ends at a
+        stack: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = [(b, (), ())]
+        budget = 64 * limit
+        while stack and budget > 0 and len(paths) < 4 * limit:
+            node, via, used = stack.pop()
+            budget -= 1
+            for lid in sorted(self.in_links[node], reverse=True):
+                prev = links[lid].src
+                if dist.get(prev) != dist[node] - 1:
+                    continue
+                if prev == a:
+                    paths.append((via, (lid, *used)))
+                elif topology.is_switch(prev):
+                    stack.append((prev, (prev, *via), (lid, *used)))
+        if not paths:
+            return []
+        paths.sort()
+        latency = [sum(links[lid].latency for lid in used) for _, used in paths]
+        least = min(latency)
+        return [p for p, lat in zip(paths, latency) if lat <= least + 1e-9][:limit]
+
+
 def switch_paths(topology: Topology, a: int, b: int, limit: int = MAX_PATHS) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """(switch node ids, link ids) of the fewest-hop paths from rank ``a`` to rank ``b`` through
-    switches only, the least-latency ones among them (at most ``limit``, in a fixed order)."""
-    links = topology.links
-    out_links = topology.out_links
-    dist = {a: 0}
-    frontier = [a]
-    while frontier and b not in dist:
-        following = []
-        for node in frontier:
-            if node != a and not topology.is_switch(node):
-                continue
-            for lid in out_links[node]:
-                nxt = links[lid].dst
-                if nxt not in dist and (topology.is_switch(nxt) or nxt == b):
-                    dist[nxt] = dist[node] + 1
-                    following.append(nxt)
-        frontier = following
-    if b not in dist or dist[b] < 2:
-        return []
-    # walk forward along the distance layers (only nodes on some shortest path to b: checked at the end)
-    paths: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-    stack: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = [(a, (), ())]
-    budget = 64 * limit
-    while stack and budget > 0:
-        node, via, used = stack.pop()
-        budget -= 1
-        if node == b:
-            paths.append((via, used))
-            continue
-        for lid in reversed(out_links[node]):
-            nxt = links[lid].dst
-            if dist.get(nxt) != dist[node] + 1 or nxt in via:
-                continue
-            if nxt == b:
-                stack.append((b, via, (*used, lid)))
-            elif topology.is_switch(nxt) and dist[nxt] < dist[b]:
-                stack.append((nxt, (*via, nxt), (*used, lid)))
-    if not paths:
-        return []
-    latency = [sum(links[lid].latency for lid in used) for _, used in paths]
-    least = min(latency)
-    return [p for p, lat in zip(paths, latency) if lat <= least + 1e-9][:limit]
+    """`PathFinder.paths` for one pair."""
+    return PathFinder(topology).paths(a, b, limit)
 
 
 class RouteBalancer:
     """Least-loaded choice among a pair's parallel paths (see the module docstring)."""
 
-    def __init__(self, topology: Topology, paths: dict | None = None):
-        """``paths``: a cache of pair paths shared between balancers of one topology (each
-        balancer counts its own load)."""
+    def __init__(self, topology: Topology, finder: PathFinder | None = None):
+        """``finder``: the paths, shared between balancers of one topology (each balancer counts
+        its own load)."""
         self.topology = topology
         self.load = np.zeros(len(topology.links))
         self.bandwidth = np.asarray([link.bandwidth for link in topology.links], dtype=np.float64)
-        self._paths: dict[tuple[int, int], list[tuple[tuple[int, ...], tuple[int, ...]]]] = {} if paths is None else paths
+        self.finder = finder or PathFinder(topology)
         self.vias: list[tuple[str, ...]] = []
         self._via_index: dict[tuple[int, ...], int] = {}
 
     def paths(self, a: int, b: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        key = (a, b)
-        found = self._paths.get(key)
-        if found is None:
-            found = self._paths[key] = switch_paths(self.topology, a, b)
-        return found
+        return self.finder.paths(a, b)
 
     def ports(self, a: int, b: int) -> int:
         """How many of the pair's paths leave ``a`` over different links."""
