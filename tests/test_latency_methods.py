@@ -268,3 +268,24 @@ def test_scatter_allgather_shape_on_every_rail(root):
 def _pairs(schedule, step):
     lo, hi = schedule.step_starts[step], schedule.step_starts[step + 1]
     return zip(schedule.src[lo:hi].tolist(), schedule.dst[lo:hi].tolist())
+
+
+def test_bounce_brings_the_roots_part_back_over_idle_nics():
+    """At 1 GiB on a fat-tree with a NIC per GPU the root's own part goes out over its NIC and
+    comes back to its host from the last host of the chain, so the root's switch link carries
+    each other part once and nothing twice; the schedule verifies, and so does its dual reduce."""
+    topo = gen.fattree(racks=2, servers=2, gpus=8)
+    schedule = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 1 << 30})
+    assert schedule.params.get("bounce") is True and schedule.params["parts"] == 8
+    _check(schedule, topo)
+    plain = synthesize(
+        topo, Kind.BROADCAST, pipelined_tree.NAME, chunks=schedule.collective.num_chunks, options={"size": 1 << 30}
+    )
+    assert _time(schedule, topo, 1 << 30) <= _time(plain, topo, 1 << 30)
+    hosts = topo.hosts
+    root_host = hosts[0]
+    back = {
+        int(d) for s, d in zip(schedule.src.tolist(), schedule.dst.tolist()) if hosts[s] != root_host and hosts[d] == root_host
+    }
+    assert back == set(range(1, 8))  # every other GPU of the root's host gets the root's part over its NIC
+    _check(synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, options={"size": 1 << 30}), topo)

@@ -85,6 +85,9 @@ class Shape:
     #: how the root hands parts to its host's carriers: over the host's nearest links ("links"),
     #: or straight along the router's route ("route": one step, maybe through a NIC)
     deal: str = "links"
+    #: the parts the root carries itself come back to the root's host from the deepest host
+    #: over its idle NICs instead of being shared by the root over its host links (`bounce_ok`)
+    bounce: bool = False
 
     @property
     def num_chunks(self) -> int:
@@ -342,26 +345,75 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
     network = [
         [balancer.choose(rails[parent[h]][j], rails[h][j]) if h > 0 else -1 for j in range(shape.parts)] for h in range(hosts)
     ]
+    deepest = max(range(hosts), key=lambda h: (level[h], h))
+    held: list[dict[int, int]] = []
+    back: list[list[int]] = []
+    for j in range(shape.parts):
+        held.append({rails[deepest][j]: 0, **{dst: depth for depth, _, dst in trees[deepest][j]}})
+        bouncing = shape.bounce and rails[0][j] == root
+        back.append([balancer.choose(groups[deepest][k], v) if bouncing and v != root else -1 for k, v in enumerate(groups[0])])
+
+    # the events of chunk 0 of every part (its first step 0): chunk q of a pipelined part
+    # follows the same pattern q steps later, every chunk of a k-nomial part at once
+    template: tuple[list[int], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+
+    def event(j: int, step: int, src: int, dst: int, via: int = -1) -> None:
+        for col, value in zip(template, (j, step, src, dst, via)):
+            col.append(value)
 
     for j in range(shape.parts):
-        for q in range(c):
-            chunk = j * c + q
-            shift = q if shape.kind == "kary" else 0
-            # the root deals the part to its carrier along the root group's own links; ``base``
-            # is the step at whose end the carrier holds this chunk
-            # (every part starts across the network when the slowest dealing is done, so no
-            # network step is spent on the root's own part alone)
-            path = dealing[j]
-            for hop in range(len(path) - 1):
-                send(shift + hop, path[hop], path[hop + 1], chunk)
-            base = shift + deal_steps - 1
-            for h in range(hosts):
-                ready = base + level[h]
-                if h > 0:
-                    send(ready, rails[parent[h]][j], rails[h][j], chunk, network[h][j])
+        # the root deals the part to its carrier along the root group's own links; ``base``
+        # is the step at whose end the carrier holds the chunk
+        # (every part starts across the network when the slowest dealing is done, so no
+        # network step is spent on the root's own part alone)
+        path = dealing[j]
+        for hop in range(len(path) - 1):
+            event(j, hop, path[hop], path[hop + 1])
+        base = deal_steps - 1
+        returned = shape.bounce and rails[0][j] == root
+        for h in range(hosts):
+            ready = base + level[h]
+            if h > 0:
+                event(j, ready, rails[parent[h]][j], rails[h][j], network[h][j])
+            if h > 0 or not returned:
                 for depth, src, dst in trees[h][j]:
-                    send(ready + depth, src, dst, chunk)
-    return _routed_steps(events)
+                    event(j, ready + depth, src, dst)
+        if returned:
+            # the deepest host's NICs send nothing on: each of its ranks hands the chunk to the
+            # rank at the same place in the root's host, one step after it has it
+            ready = base + level[deepest]
+            for k, v in enumerate(groups[0]):
+                if v != root:
+                    sender = groups[deepest][k]
+                    event(j, ready + held[j][sender] + 1, sender, v, back[j][k])
+    part, step0, src0, dst0, via0 = (np.asarray(col, dtype=np.int64) for col in template)
+    q = np.arange(c, dtype=np.int64)
+    shift = q if shape.kind == "kary" else np.zeros(c, dtype=np.int64)
+    step = (step0[None, :] + shift[:, None]).ravel()
+    chunk = (part[None, :] * c + q[:, None]).ravel()
+    src, dst, via = (np.tile(col, c) for col in (src0, dst0, via0))
+    # in step order; inside a step by part, chunk, then the pattern's order
+    order = np.lexsort((np.tile(np.arange(step0.size), c), chunk, step))
+    step, src, dst, chunk, via = step[order], src[order], dst[order], chunk[order], via[order]
+    cuts = np.flatnonzero(np.diff(step)) + 1
+    return [
+        (a, b, g, v)
+        for a, b, g, v in zip(np.split(src, cuts), np.split(dst, cuts), np.split(chunk, cuts), np.split(via, cuts))
+        if a.size
+    ]
+
+
+def bounce_ok(layout: Layout, root: int, router: Router) -> bool:
+    """Whether the ``bounce`` variant applies: the root carries a rail, and every rank of the
+    root's host reaches the rank at the same place in every other host without a relay (a NIC per
+    GPU), so the deepest host can hand the root's own part back over the network."""
+    first = layout.groups[0]
+    if len(layout.groups) < 2 or layout.carriers[0][0] != root or len(layout.carriers[0]) < 2:
+        return False
+    if any(len(g) != len(first) for g in layout.groups):
+        return False
+    other = layout.groups[-1]
+    return all(router.route(other[k], v) is not None for k, v in enumerate(first) if v != root)
 
 
 def _routed_steps(events: dict[int, tuple[list[int], list[int], list[int], list[int]]]) -> list[RoutedStep]:
@@ -408,7 +460,7 @@ def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: in
                         send(scatter + 1 + depth, src, dst, chunk)
 
 
-def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",)) -> list[Shape]:
+def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",), bounce: bool = False) -> list[Shape]:
     """The candidate shapes for a layout (and the chunk count asked for, if any), in the order
     they are tried: k-nomial ones first (with every way of dealing in ``deals``), then the
     pipelined ones by fan-out and chunks."""
@@ -432,6 +484,8 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
                 counts.append(m)
                 m *= 2
             out += [Shape("kary", k, p, m) for m in counts]
+            if bounce and k == 1 and p > 1:
+                out += [Shape("kary", k, p, m, bounce=True) for m in counts]
     return out
 
 
@@ -446,6 +500,8 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
         "chunks_per_part": shape.chunks_per_part,
         "deal": shape.deal,
     }
+    if shape.bounce:
+        params["bounce"] = True
     if size is not None:
         params["chosen_at_size"] = size
     balancer = RouteBalancer(topology, spreads.finder)
@@ -469,8 +525,8 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
         last, worse = None, 0
         # dealing along the route is a candidate too when some carrier is more than a link away
         relayed = any(len(spreads.deal_path(layout.groups[0], root, c)) > 2 for c in layout.carriers[0])
-        for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",)):
-            series = (shape.kind, shape.fanout, shape.parts, shape.deal)
+        for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",), bounce_ok(layout, root, router)):
+            series = (shape.kind, shape.fanout, shape.parts, shape.deal, shape.bounce)
             if series != previous:
                 previous, last, worse = series, None, 0
             elif worse >= PATIENCE:

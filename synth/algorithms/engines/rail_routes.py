@@ -174,8 +174,8 @@ def lower_routed(
     if collective.num_ranks * collective.num_chunks > DENSE_LIMIT:
         return None
     builder = ScheduleBuilder(collective, topology, method, params)
-    ids = [builder.route_id(v) for v in vias]
-    pair_ids: dict[tuple[int, int], int] = {}
+    ids = np.asarray([builder.route_id(v) for v in vias] or [0], dtype=np.int64)
+    pair_ids: dict[int, int] = {}
     holds = collective.initial_holders()
     for src, dst, chunk, via in steps:
         if src.size == 0:
@@ -189,17 +189,20 @@ def lower_routed(
         if src.size == 0:
             continue
         rid = np.empty(src.size, dtype=np.int64)
-        for i, (a, b, v) in enumerate(zip(src.tolist(), dst.tolist(), via.tolist())):
-            if v >= 0:
-                rid[i] = ids[v]
-                continue
-            key = (a, b)
-            if key not in pair_ids:
-                names = router.via_names(a, b)
-                if names is None:
-                    return None
-                pair_ids[key] = builder.route_id(names)
-            rid[i] = pair_ids[key]
+        named = via >= 0
+        rid[named] = ids[via[named]]
+        if not named.all():
+            keys = src[~named] * collective.num_ranks + dst[~named]
+            uniq, inverse = np.unique(keys, return_inverse=True)
+            found = np.empty(uniq.size, dtype=np.int64)
+            for i, key in enumerate(uniq.tolist()):
+                if key not in pair_ids:
+                    names = router.via_names(key // collective.num_ranks, key % collective.num_ranks)
+                    if names is None:
+                        return None
+                    pair_ids[key] = builder.route_id(names)
+                found[i] = pair_ids[key]
+            rid[~named] = found[inverse]
         builder.add_step_arrays(src, dst, chunk, OP_COPY, rid)
         holds[dst, chunk] = True
     return builder.build()
