@@ -263,6 +263,9 @@ def test_scatter_allgather_shape_on_every_rail(root):
     chosen = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, root=root, options={"size": 1 << 20})
     assert chosen.params["shape"] == "scatter-allgather"
     _check(synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, root=root, options={"size": 1 << 20}), topo)
+    allreduce = synthesize(topo, Kind.ALLREDUCE, pipelined_tree.NAME, options={"size": 1 << 20})
+    assert allreduce.params["broadcast"]["shape"] == "scatter-allgather"
+    _check(allreduce, topo)
 
 
 def _pairs(schedule, step):

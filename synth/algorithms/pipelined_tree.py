@@ -18,6 +18,19 @@ cost') says is fastest:
   its NICs are different links, so these steps cost little extra). With one part per rank every
   NIC of a host carries its share, as in NCCL's rail-aligned trees; with one part only the root's
   rail does. A machine without hosts is a tree over its ranks (one part).
+- Network paths and ports: every hop between hosts names its path
+  (`synth.algorithms.engines.rail_routes`): among a pair's fewest-hop, least-latency paths the one
+  whose busiest link carries least, counting the other parts' hops, so eight rails crossing a
+  fat-tree's spines split over them instead of hashing onto one. A GPU with several scale-out
+  ports on different switches (a Gaudi box: three leaves) reaches its peer over one path per port:
+  the data may be cut into one part per carrier *and port*, so every port carries a share.
+- The root's rail may be left out (layout ``hosts-off-root-rail``): with it, the root sends every
+  other part once over its host links and its own part to every GPU of its host, twice the load
+  of the others; without it only the deal. ``bounce`` (chain shape) keeps the root's rail but
+  sends its own part back to the root's host from the last host of the chain, whose NICs are idle,
+  rank k there to rank k of the root's host: the root's host links carry each part once and the
+  root's NIC carries a share too (MI300X-, Gaudi- and fat-tree nodes, whose GPUs reach the
+  network each over their own NIC).
 - ``knomial`` shape (generalized binomial tree): in every round each host that already has the
   data sends it to ``fanout`` hosts that do not, so ⌈log_{fanout+1} H⌉ rounds reach H hosts; the
   whole part moves at once. fanout 1 is the binomial tree, fanout H − 1 the flat one-step tree.
@@ -27,6 +40,13 @@ cost') says is fastest:
   host order, one tree level per step, so the schedule takes (chunks + depth − 1) steps each
   carrying k chunks per sender. Best at mid sizes, where the fill of a deep pipeline costs less
   than the bandwidth a shallow tree wastes.
+- ``scatter-allgather`` shape (van de Geijn's broadcast: Barnett, Gupta, Payne, Shuler, van de
+  Geijn and Watts, "Interprocessor collective communication library (InterCom)", SHPCC 1994; run
+  on every rail at once): each part is cut into one piece per host; after the deal the root
+  host's carrier sends piece h to host h in one network step, then every host's carrier sends its
+  piece to every other host in the next, and every piece is shared inside its host as soon as it
+  arrives. Two network latencies in all, each carrier sending (H − 1)/H of its part twice: best at
+  mid sizes on switched networks, where a tree needs log H network steps.
 
 The candidates (shape, fan-out, parts, chunks per part) are built and timed at the size
 (`synth.algorithms.engines.size_tuning`); the fastest is kept and its choice recorded in the
