@@ -147,7 +147,7 @@ def test_pipelined_tree_uses_every_nic_of_the_root_host():
     assert rails.params["layout"] == "hosts" and rails.params["parts"] == 4
     topo = gen.multihost(hosts=4, gpus=4, fabric="pcie", nic="host")
     single = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 16 << 20})
-    assert single.params["layout"] == "hosts"
+    assert single.params["layout"] in ("hosts", "hosts-off-root-rail")
     _check(single, topo)
 
 
@@ -182,7 +182,7 @@ def test_near_hosts_are_contiguous_in_the_layout():
     so the range-shaped subtrees enter each rack once."""
     topo = gen.fattree(racks=3, servers=3, gpus=2)
     root = 9  # a GPU of the second rack
-    (layout,) = pipelined_tree.layouts(topo, root, router_for(topo))
+    layout = pipelined_tree.layouts(topo, root, router_for(topo))[0]
     racks = [topo.node_name(g[0]).split("s")[0] for g in layout.groups]
     assert root in layout.groups[0] and layout.carriers[0][0] == root
     assert racks[:3] == [racks[0]] * 3
@@ -205,3 +205,90 @@ def test_tuned_schedules_export_to_msccl_with_their_size_range():
         schedule = synthesize(topo, kind, method, options={"size": 1024})
         result = export_msccl(schedule)
         assert result.algo.min_bytes <= 1024 <= result.algo.max_bytes < 1 << 20
+
+
+def _network_vias(schedule, topo, switch_prefix):
+    """(src, dst) → set of switch paths that the schedule's transfers between hosts take."""
+    hosts = topo.hosts
+    out: dict = {}
+    for src, dst, route in zip(schedule.src.tolist(), schedule.dst.tolist(), schedule.route.tolist()):
+        if hosts[src] != hosts[dst]:
+            via = schedule.routes[route]
+            out.setdefault((src, dst), set()).add(tuple(v for v in via if v.startswith(switch_prefix)))
+    return out
+
+
+def test_pipelined_tree_spreads_a_part_over_every_scale_out_port():
+    """A Gaudi-style accelerator reaches its peer in another box over one leaf switch per port:
+    the parts it carries take every leaf, so its three ports carry the broadcast, not one."""
+    topo = gen.gaudi(boxes=2, gpus=4)
+    schedule = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 1 << 30})
+    assert schedule.params["parts"] % 3 == 0 and schedule.params["parts"] >= 9
+    leaves = {frozenset(vias) for vias in _network_vias(schedule, topo, "leaf").values()}
+    assert leaves == {frozenset({("leaf0",), ("leaf1",), ("leaf2",)})}
+    _check(schedule, topo)
+    reduce = synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, options={"size": 1 << 30})
+    _check(reduce, topo)
+
+
+def test_rail_routes_balance_parallel_transfers_over_spines():
+    """Eight transfers between two racks of a two-spine fat-tree: four over each spine."""
+    from synth.algorithms.engines.rail_routes import RouteBalancer, switch_paths
+
+    topo = gen.fattree(racks=2, servers=1, gpus=8)
+    a, b = 0, 8  # GPU 0 of rack 0, GPU 0 of rack 1
+    paths = switch_paths(topo, a, b)
+    assert len(paths) == 2  # one per spine, both of the least latency
+    balancer = RouteBalancer(topo)
+    chosen = [balancer.vias[balancer.choose(a + j, b + j)] for j in range(8)]
+    spines = [next(v for v in via if "spine" in v) for via in chosen]
+    assert sorted(spines.count(s) for s in set(spines)) == [4, 4]
+    assert balancer.ports(a, b) == 1
+    assert RouteBalancer(gen.gaudi(boxes=2, gpus=2)).ports(0, 2) == 3
+
+
+@pytest.mark.parametrize("root", [0, 5])
+def test_scatter_allgather_shape_on_every_rail(root):
+    """Van de Geijn's broadcast on every rail: two network steps after the deal, verified for
+    both the broadcast and its dual reduce; on a rail-only machine at 1 MiB it beats the trees."""
+    topo = gen.rail_only(hosts=6, gpus=4)
+    router = router_for(topo)
+    spreads = pipelined_tree.Spreads(router)
+    layout = pipelined_tree.layouts(topo, root, router, spreads.finder)[0]
+    shape = pipelined_tree.Shape("scatter-allgather", 5, 4, 6)
+    schedule = pipelined_tree.build_broadcast(topo, layout, root, shape, 1 << 20, spreads)
+    _check(schedule, topo)
+    network = [s for s in range(schedule.num_steps) if any(topo.hosts[a] != topo.hosts[b] for a, b in _pairs(schedule, s))]
+    assert len(network) == 2
+    chosen = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, root=root, options={"size": 1 << 20})
+    assert chosen.params["shape"] == "scatter-allgather"
+    _check(synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, root=root, options={"size": 1 << 20}), topo)
+    allreduce = synthesize(topo, Kind.ALLREDUCE, pipelined_tree.NAME, options={"size": 1 << 20})
+    assert allreduce.params["broadcast"]["shape"] == "scatter-allgather"
+    _check(allreduce, topo)
+
+
+def _pairs(schedule, step):
+    lo, hi = schedule.step_starts[step], schedule.step_starts[step + 1]
+    return zip(schedule.src[lo:hi].tolist(), schedule.dst[lo:hi].tolist())
+
+
+def test_bounce_brings_the_roots_part_back_over_idle_nics():
+    """At 1 GiB on a fat-tree with a NIC per GPU the root's own part goes out over its NIC and
+    comes back to its host from the last host of the chain, so the root's switch link carries
+    each other part once and nothing twice; the schedule verifies, and so does its dual reduce."""
+    topo = gen.fattree(racks=2, servers=2, gpus=8)
+    schedule = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 1 << 30})
+    assert schedule.params.get("bounce") is True and schedule.params["parts"] == 8
+    _check(schedule, topo)
+    plain = synthesize(
+        topo, Kind.BROADCAST, pipelined_tree.NAME, chunks=schedule.collective.num_chunks, options={"size": 1 << 30}
+    )
+    assert _time(schedule, topo, 1 << 30) <= _time(plain, topo, 1 << 30)
+    hosts = topo.hosts
+    root_host = hosts[0]
+    back = {
+        int(d) for s, d in zip(schedule.src.tolist(), schedule.dst.tolist()) if hosts[s] != root_host and hosts[d] == root_host
+    }
+    assert back == set(range(1, 8))  # every other GPU of the root's host gets the root's part over its NIC
+    _check(synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, options={"size": 1 << 30}), topo)

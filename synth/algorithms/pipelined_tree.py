@@ -18,6 +18,19 @@ cost') says is fastest:
   its NICs are different links, so these steps cost little extra). With one part per rank every
   NIC of a host carries its share, as in NCCL's rail-aligned trees; with one part only the root's
   rail does. A machine without hosts is a tree over its ranks (one part).
+- Network paths and ports: every hop between hosts names its path
+  (`synth.algorithms.engines.rail_routes`): among a pair's fewest-hop, least-latency paths the one
+  whose busiest link carries least, counting the other parts' hops, so eight rails crossing a
+  fat-tree's spines split over them instead of hashing onto one. A GPU with several scale-out
+  ports on different switches (a Gaudi box: three leaves) reaches its peer over one path per port:
+  the data may be cut into one part per carrier *and port*, so every port carries a share.
+- The root's rail may be left out (layout ``hosts-off-root-rail``): with it, the root sends every
+  other part once over its host links and its own part to every GPU of its host, twice the load
+  of the others; without it only the deal. ``bounce`` (chain shape) keeps the root's rail but
+  sends its own part back to the root's host from the last host of the chain, whose NICs are idle,
+  rank k there to rank k of the root's host: the root's host links carry each part once and the
+  root's NIC carries a share too (MI300X-, Gaudi- and fat-tree nodes, whose GPUs reach the
+  network each over their own NIC).
 - ``knomial`` shape (generalized binomial tree): in every round each host that already has the
   data sends it to ``fanout`` hosts that do not, so ⌈log_{fanout+1} H⌉ rounds reach H hosts; the
   whole part moves at once. fanout 1 is the binomial tree, fanout H − 1 the flat one-step tree.
@@ -27,6 +40,13 @@ cost') says is fastest:
   host order, one tree level per step, so the schedule takes (chunks + depth − 1) steps each
   carrying k chunks per sender. Best at mid sizes, where the fill of a deep pipeline costs less
   than the bandwidth a shallow tree wastes.
+- ``scatter-allgather`` shape (van de Geijn's broadcast: Barnett, Gupta, Payne, Shuler, van de
+  Geijn and Watts, "Interprocessor collective communication library (InterCom)", SHPCC 1994; run
+  on every rail at once): each part is cut into one piece per host; after the deal the root
+  host's carrier sends piece h to host h in one network step, then every host's carrier sends its
+  piece to every other host in the next, and every piece is shared inside its host as soon as it
+  arrives. Two network latencies in all, each carrier sending (H − 1)/H of its part twice: best at
+  mid sizes on switched networks, where a tree needs log H network steps.
 
 The candidates (shape, fan-out, parts, chunks per part) are built and timed at the size
 (`synth.algorithms.engines.size_tuning`); the fastest is kept and its choice recorded in the
@@ -45,8 +65,9 @@ from typing import Any
 
 import numpy as np
 
-from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.path_channels import components
+from synth.algorithms.engines.rail_routes import PathFinder, RouteBalancer, RoutedStep, lower_routed
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -84,6 +105,9 @@ class Shape:
     #: how the root hands parts to its host's carriers: over the host's nearest links ("links"),
     #: or straight along the router's route ("route": one step, maybe through a NIC)
     deal: str = "links"
+    #: the parts the root carries itself come back to the root's host from the deepest host
+    #: over its idle NICs instead of being shared by the root over its host links (`bounce_ok`)
+    bounce: bool = False
 
     @property
     def num_chunks(self) -> int:
@@ -99,10 +123,20 @@ class Layout:
     groups: tuple[tuple[int, ...], ...]
     carriers: tuple[tuple[int, ...], ...]
     name: str
+    #: parallel network paths leaving a carrier over different links (scale-out ports)
+    ports: int = 1
 
     @property
     def max_parts(self) -> int:
         return min(len(c) for c in self.carriers)
+
+    def part_counts(self) -> list[int]:
+        """Parts the data may be cut into: 1, one per carrier, one per carrier port."""
+        return sorted({1, self.max_parts, self.max_parts * self.ports})
+
+    def carrier_of(self, part: int, parts: int) -> int:
+        """The carrier index that takes ``part`` of ``parts`` across the network."""
+        return part * self.max_parts // parts if parts >= self.max_parts else part
 
 
 def near_order(reps: list[int], first: int, router: Router) -> list[int]:
@@ -130,7 +164,7 @@ def near_order(reps: list[int], first: int, router: Router) -> list[int]:
     return sorted(range(n), key=lambda h: (keys[h], h != first, h))
 
 
-def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
+def layouts(topology: Topology, root: int, router: Router, finder: PathFinder | None = None) -> list[Layout]:
     """The layouts tried: the hosts when the machine has two or more; otherwise every rank alone
     (a tree over ranks, for switched machines) and the whole machine as one group (the data spread
     over the links from the root: `group_spread`, for machines of direct links such as a DGX-1 or a
@@ -164,15 +198,25 @@ def layouts(topology: Topology, root: int, router: Router) -> list[Layout]:
     rails = tuple(tuple(c[(start + j) % len(c)] for j in range(len(c))) for c in carriers)
     order = near_order([c[0] for c in rails], first, router)
     groups_in_order = tuple(hosts[h] for h in order)
-    out = [Layout(groups_in_order, tuple(rails[h] for h in order), "hosts")]
+    count = min(len(c) for c in rails)
+    # scale-out ports: the parallel paths from the root's host's carriers to their peers
+    balancer = RouteBalancer(topology, finder)
+    ports = min(balancer.ports(rails[order[0]][j], rails[order[1]][j]) for j in range(count))
+    ordered_rails = tuple(rails[h] for h in order)
+    out = [Layout(groups_in_order, ordered_rails, "hosts", max(1, ports))]
+    if count >= 2 and root == ordered_rails[0][0]:
+        # the root's own rail left out: the root then spends its host links on dealing only
+        # (with its rail in, it sends its own part over them too, twice the load of the others)
+        out.append(Layout(groups_in_order, tuple(c[1:] for c in ordered_rails), "hosts-off-root-rail", max(1, ports)))
     # a rail as slow as its slowest carrier's network path (a degraded NIC): the rails at full
     # speed alone are a candidate too
-    count = min(len(c) for c in rails)
     following = [rails[(h + 1) % len(hosts)] for h in range(len(hosts))]
     speed = [min(network_bandwidth(rails[h][j], following[h][j], router) for h in range(len(hosts))) for j in range(count)]
     fast = [j for j in range(count) if speed[j] >= 0.99 * max(speed)]
     if len(fast) < count:
-        out.append(Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails"))
+        out.append(
+            Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails", max(1, ports))
+        )
     return out
 
 
@@ -240,6 +284,8 @@ class Spreads:
 
     def __init__(self, router: Router):
         self.router = router
+        #: pair paths through switches, shared by the candidates' route balancers
+        self.finder = PathFinder(router.topology)
         self._trees: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int]]] = {}
 
     def tree(self, group: tuple[int, ...], source: int) -> list[tuple[int, int, int]]:
@@ -287,12 +333,15 @@ def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tu
     return out
 
 
-def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads) -> list[LogicalStep]:
+def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, balancer: RouteBalancer) -> list[RoutedStep]:
     """The logical steps of the broadcast (see the module docstring). Chunk j·c + q is chunk q of
-    part j; part j's carrier in a group is its carrier j (the root's rail is part 0)."""
-    groups, rails = layout.groups, layout.carriers
+    part j; part j's carrier in a group is its carrier `Layout.carrier_of` (the root's rail is
+    part 0). Every hop between groups names its network path (``balancer``: parallel parts over
+    parallel paths); the hops inside a group take the router's route (-1)."""
+    groups = layout.groups
     hosts = len(groups)
     c = shape.chunks_per_part
+    rails = [tuple(layout.carriers[h][layout.carrier_of(j, shape.parts)] for j in range(shape.parts)) for h in range(hosts)]
     parent, level = split_tree(hosts, shape.fanout, shape.kind)
     trees = [[spreads.tree(groups[h], rails[h][j]) for j in range(shape.parts)] for h in range(hosts)]
     if shape.deal == "links":
@@ -300,52 +349,152 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads) -
     else:
         dealing = [[root] if rails[0][j] == root else [root, rails[0][j]] for j in range(shape.parts)]
     deal_steps = max(len(path) - 1 for path in dealing)
-    events: dict[int, tuple[list[int], list[int], list[int]]] = {}
+    events: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
 
-    def send(step: int, src: int, dst: int, chunk: int) -> None:
-        cols = events.setdefault(step, ([], [], []))
+    def send(step: int, src: int, dst: int, chunk: int, via: int = -1) -> None:
+        cols = events.setdefault(step, ([], [], [], []))
         cols[0].append(src)
         cols[1].append(dst)
         cols[2].append(chunk)
+        cols[3].append(via)
+
+    if shape.kind == "scatter-allgather":
+        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, send)
+        return _routed_steps(events)
+    # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
+    network = [
+        [balancer.choose(rails[parent[h]][j], rails[h][j]) if h > 0 else -1 for j in range(shape.parts)] for h in range(hosts)
+    ]
+    deepest = max(range(hosts), key=lambda h: (level[h], h))
+    held: list[dict[int, int]] = []
+    back: list[list[int]] = []
+    for j in range(shape.parts):
+        held.append({rails[deepest][j]: 0, **{dst: depth for depth, _, dst in trees[deepest][j]}})
+        bouncing = shape.bounce and rails[0][j] == root
+        back.append([balancer.choose(groups[deepest][k], v) if bouncing and v != root else -1 for k, v in enumerate(groups[0])])
+
+    # the events of chunk 0 of every part (its first step 0): chunk q of a pipelined part
+    # follows the same pattern q steps later, every chunk of a k-nomial part at once
+    template: tuple[list[int], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+
+    def event(j: int, step: int, src: int, dst: int, via: int = -1) -> None:
+        for col, value in zip(template, (j, step, src, dst, via)):
+            col.append(value)
 
     for j in range(shape.parts):
-        for q in range(c):
-            chunk = j * c + q
-            shift = q if shape.kind == "kary" else 0
-            # the root deals the part to its carrier along the root group's own links; ``base``
-            # is the step at whose end the carrier holds this chunk
-            # (every part starts across the network when the slowest dealing is done, so no
-            # network step is spent on the root's own part alone)
-            path = dealing[j]
-            for hop in range(len(path) - 1):
-                send(shift + hop, path[hop], path[hop + 1], chunk)
-            base = shift + deal_steps - 1
-            for h in range(hosts):
-                ready = base + level[h]
-                if h > 0:
-                    send(ready, rails[parent[h]][j], rails[h][j], chunk)
+        # the root deals the part to its carrier along the root group's own links; ``base``
+        # is the step at whose end the carrier holds the chunk
+        # (every part starts across the network when the slowest dealing is done, so no
+        # network step is spent on the root's own part alone)
+        path = dealing[j]
+        for hop in range(len(path) - 1):
+            event(j, hop, path[hop], path[hop + 1])
+        base = deal_steps - 1
+        returned = shape.bounce and rails[0][j] == root
+        for h in range(hosts):
+            ready = base + level[h]
+            if h > 0:
+                event(j, ready, rails[parent[h]][j], rails[h][j], network[h][j])
+            if h > 0 or not returned:
                 for depth, src, dst in trees[h][j]:
-                    send(ready + depth, src, dst, chunk)
+                    event(j, ready + depth, src, dst)
+        if returned:
+            # the deepest host's NICs send nothing on: each of its ranks hands the chunk to the
+            # rank at the same place in the root's host, one step after it has it
+            ready = base + level[deepest]
+            for k, v in enumerate(groups[0]):
+                if v != root:
+                    sender = groups[deepest][k]
+                    event(j, ready + held[j][sender] + 1, sender, v, back[j][k])
+    part, step0, src0, dst0, via0 = (np.asarray(col, dtype=np.int64) for col in template)
+    q = np.arange(c, dtype=np.int64)
+    shift = q if shape.kind == "kary" else np.zeros(c, dtype=np.int64)
+    step = (step0[None, :] + shift[:, None]).ravel()
+    chunk = (part[None, :] * c + q[:, None]).ravel()
+    src, dst, via = (np.tile(col, c) for col in (src0, dst0, via0))
+    # in step order; inside a step by part, chunk, then the pattern's order
+    order = np.lexsort((np.tile(np.arange(step0.size), c), chunk, step))
+    step, src, dst, chunk, via = step[order], src[order], dst[order], chunk[order], via[order]
+    cuts = np.flatnonzero(np.diff(step)) + 1
+    return [
+        (a, b, g, v)
+        for a, b, g, v in zip(np.split(src, cuts), np.split(dst, cuts), np.split(chunk, cuts), np.split(via, cuts))
+        if a.size
+    ]
+
+
+def bounce_ok(layout: Layout, root: int, router: Router) -> bool:
+    """Whether the ``bounce`` variant applies: the root carries a rail, and every rank of the
+    root's host reaches the rank at the same place in every other host without a relay (a NIC per
+    GPU), so the deepest host can hand the root's own part back over the network."""
+    first = layout.groups[0]
+    if len(layout.groups) < 2 or layout.carriers[0][0] != root or len(layout.carriers[0]) < 2:
+        return False
+    if any(len(g) != len(first) for g in layout.groups):
+        return False
+    other = layout.groups[-1]
+    return all(router.route(other[k], v) is not None for k, v in enumerate(first) if v != root)
+
+
+def _routed_steps(events: dict[int, tuple[list[int], list[int], list[int], list[int]]]) -> list[RoutedStep]:
     steps = []
     for step in sorted(events):
-        src, dst, chunk = events[step]
-        steps.append(logical_step(src, dst, chunk))
+        src, dst, chunk, via = events[step]
+        steps.append((*logical_step(src, dst, chunk), np.asarray(via, dtype=np.int64)))
     return steps
 
 
-def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",)) -> list[Shape]:
+def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: int, balancer: RouteBalancer, send) -> None:
+    """The ``scatter-allgather`` shape (van de Geijn's broadcast, run on every rail at once): part
+    j is cut into one piece per group (chunk j·H + g); after the deal, the root group's carrier j
+    sends piece g to group g's carrier j in one network step (the scatter), then every carrier j
+    sends its piece to every other group's carrier j in the next (the allgather: two network
+    latencies in all, each carrier sending (H − 1)/H of its part twice). Each piece is shared
+    inside its group along the spread tree as soon as it arrives, overlapping the network steps."""
+    hosts = len(rails)
+    for j in range(shape.parts):
+        for q in range(hosts):
+            path = dealing[j]
+            for hop in range(len(path) - 1):
+                send(hop, path[hop], path[hop + 1], j * hosts + q)
+    scatter = deal_steps
+    base = deal_steps - 1
+    for j in range(shape.parts):
+        for q in range(hosts):
+            for depth, src, dst in trees[0][j]:
+                send(base + depth, src, dst, j * hosts + q)
+        for h in range(1, hosts):
+            send(scatter, rails[0][j], rails[h][j], j * hosts + h, balancer.choose(rails[0][j], rails[h][j]))
+    # the allgather step's paths balanced on their own (the scatter's transfers are over by then)
+    balancer.load[:] = 0.0
+    for j in range(shape.parts):
+        for g in range(hosts):
+            chunk = j * hosts + g
+            if g > 0:
+                for depth, src, dst in trees[g][j]:
+                    send(scatter + depth, src, dst, chunk)
+            for h in range(1, hosts):
+                if h != g:
+                    send(scatter + 1, rails[g][j], rails[h][j], chunk, balancer.choose(rails[g][j], rails[h][j]))
+                    for depth, src, dst in trees[h][j]:
+                        send(scatter + 1 + depth, src, dst, chunk)
+
+
+def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",), bounce: bool = False) -> list[Shape]:
     """The candidate shapes for a layout (and the chunk count asked for, if any), in the order
     they are tried: k-nomial ones first (with every way of dealing in ``deals``), then the
     pipelined ones by fan-out and chunks."""
     hosts = len(layout.groups)
     ranks = sum(len(g) for g in layout.groups)
     out: list[Shape] = []
-    for p in sorted({1, layout.max_parts}):
+    for p in layout.part_counts():
         if requested is not None and requested % p:
             continue
         fixed = None if requested is None else requested // p
         if hosts > 1:
             out += [Shape("knomial", k, p, fixed or 1, deal) for deal in deals for k in knomial_fanouts(hosts)]
+        if hosts > 2 and fixed in (None, hosts) and (ranks - 1) * p * hosts <= TRANSFER_BUDGET:
+            out.append(Shape("scatter-allgather", hosts - 1, p, hosts))
         for k in KARY_FANOUTS:
             if k >= hosts and k > 1:
                 break
@@ -355,6 +504,8 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
                 counts.append(m)
                 m *= 2
             out += [Shape("kary", k, p, m) for m in counts]
+            if bounce and k == 1 and p > 1:
+                out += [Shape("kary", k, p, m, bounce=True) for m in counts]
     return out
 
 
@@ -369,10 +520,17 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
         "chunks_per_part": shape.chunks_per_part,
         "deal": shape.deal,
     }
+    if shape.bounce:
+        params["bounce"] = True
     if size is not None:
         params["chosen_at_size"] = size
-    steps = broadcast_steps(layout, root, shape, spreads)
-    return lower_copies(topology, collective, steps, NAME, params, spreads.router)
+    balancer = RouteBalancer(topology, spreads.finder)
+    steps = broadcast_steps(layout, root, shape, spreads, balancer)
+    routed = lower_routed(topology, collective, steps, balancer.vias, NAME, params, spreads.router)
+    if routed is not None:
+        return routed
+    # some pair inside a group needs a relay: the router's routes, relayed where needed
+    return lower_copies(topology, collective, [step[:3] for step in steps], NAME, params, spreads.router)
 
 
 def best_broadcast(topology: Topology, root: int, requested: int | None, size: int, router: Router) -> Schedule:
@@ -382,13 +540,13 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
     while the fill dominates and rises once the latencies of the extra steps do)."""
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
-    for layout in layouts(topology, root, router):
+    for layout in layouts(topology, root, router, spreads.finder):
         previous: tuple[str, int, int, str] | None = None
         last, worse = None, 0
         # dealing along the route is a candidate too when some carrier is more than a link away
         relayed = any(len(spreads.deal_path(layout.groups[0], root, c)) > 2 for c in layout.carriers[0])
-        for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",)):
-            series = (shape.kind, shape.fanout, shape.parts, shape.deal)
+        for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",), bounce_ok(layout, root, router)):
+            series = (shape.kind, shape.fanout, shape.parts, shape.deal, shape.bounce)
             if series != previous:
                 previous, last, worse = series, None, 0
             elif worse >= PATIENCE:

@@ -7,6 +7,8 @@
 - `composition`: schedules side by side, one after another with per-chunk overlap, embedded from a
   sub-topology.
 - `ring_channels`: NCCL-like ring channels over the machine's links (multiring, trees, hierarchical).
+- `rail_routes`: a network path per transfer, parallel transfers spread over parallel paths
+  (scale-out ports, spines), and the lowering of steps that name them (pipelined-tree).
 - `path_channels`: rank-to-rank paths through switches with their links (greedy, packing).
 - `greedy_engine`: the step-synchronous link–chunk matching engine behind `greedy`.
 - `tree_packing`: spanning trees at the optimal allgather/broadcast throughput; `tree_pipeline`:
