@@ -63,8 +63,10 @@ OP_MAX = 1  # 0 copy, 1 reduce
 #: transfer index fits the 32-bit columns written.
 MAX_TRANSFERS = 2**31 - 1
 MAX_STEPS = 2**31 - 1
-#: ``header.json`` holds the synthesizer's parameters and the routes: megabytes at most.
-MAX_HEADER_BYTES = 64 * 2**20
+#: ``header.json`` holds the synthesizer's parameters and the routes: a route per pair of ranks
+#: that talk over switches, so 115 MB for the 16,384-GPU fat-tree's hierarchical allgather
+#: (1.5 million routes); what parsing it needs is checked against the memory available as well.
+MAX_HEADER_BYTES = 2**30
 #: Bytes of memory per byte of ``header.json`` while it is parsed (a Python object per value).
 HEADER_MEMORY_FACTOR = 24
 #: A ``.npy`` header is a short dict padded to 64 bytes (numpy refuses more than 10,000).
