@@ -201,6 +201,29 @@ def is_zip_file(path: str | Path) -> bool:
         return fh.read(len(ZIP_MAGIC)) == ZIP_MAGIC
 
 
+def npz_transfer_count(path: str | Path) -> int | None:
+    """The number of transfers a ``.npz`` schedule holds, from its ``src.npy`` member's own header
+    (a few hundred bytes read), or None if that cannot be read: a command may refuse a schedule
+    too large for it before reading gigabytes of columns (reading the file reports any error)."""
+    if not is_zip_file(path):
+        return None
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            archive = _Archive(fh, str(path))
+            with archive.open("src.npy") as stream:
+                version = np.lib.format.read_magic(stream)
+                read_header = np.lib.format.read_array_header_2_0 if version == (2, 0) else np.lib.format.read_array_header_1_0
+                shape, _, _ = read_header(stream, max_header_size=MAX_NPY_HEADER_BYTES)
+    except (InputError, ValueError, TypeError, SyntaxError, OSError, EOFError, zipfile.BadZipFile):
+        return None
+    if len(shape) != 1 or type(shape[0]) is not int:
+        return None
+    return shape[0]
+
+
 class _Archive:
     """An opened schedule archive: its members by name, each read within the bytes it may hold."""
 
