@@ -532,13 +532,14 @@ FIGURES: dict[str, Figure] = {
     },
     **{
         f"scale-{case}-{short}": _scale_row(record, case, stage)
-        for record, case in (("scale", "fattree4k-greedy"), ("scale-torus128", "torus128"), ("scale-fattree16k", "fattree16k"))
+        for record, case in (("scale-torus128", "torus128"), ("scale-fattree16k", "fattree16k"))
         for short, stage in (
             ("synth-npz", "synthesize -> .npz"),
             ("verify-npz", "verify .npz"),
             ("simulate", "simulate .npz (sync, 3 sizes)"),
         )
     },
+    "scale-fattree4k-greedy-synth-npz": _scale_row("scale", "fattree4k-greedy", "synthesize -> .npz"),
     "scale-load": _scale_load("scale"),
     "scale-torus128-load": _scale_load("scale-torus128"),
     "scale-fattree16k-load": _scale_load("scale-fattree16k"),
