@@ -516,8 +516,8 @@ FIGURES: dict[str, Figure] = {
         "quartiles {mpi_latency_over_native_8b_paired[q1]:.2f}–{mpi_latency_over_native_8b_paired[q3]:.2f})",
     ),
     "bench-exec-mp-64mib": fig("exec_vs_mpi", "{mp_algbw_over_native_64mib:.2f} ×"),
-    # benchmarks/README.md and docs/scalable.md: issue 16's whole-process figures (benchmarks/scale.py;
-    # the 16,384-rank sets, results/scale-torus128.json and scale-fattree16k.json, get theirs when run)
+    # benchmarks/README.md and docs/scalable.md: issue 16's whole-process figures (benchmarks/scale.py:
+    # results/scale.json for 256 and 4,096 ranks, one record per 16,384-rank case)
     **{
         f"scale-{case}-{short}": _scale_row("scale", case, stage)
         for case in ("torus64", "fattree4k")
@@ -530,8 +530,24 @@ FIGURES: dict[str, Figure] = {
             ("simulate", "simulate .npz (sync, 3 sizes)"),
         )
     },
+    **{
+        f"scale-{case}-{short}": _scale_row(record, case, stage)
+        for record, case in (("scale-torus128", "torus128"), ("scale-fattree16k", "fattree16k"))
+        for short, stage in (
+            ("synth-npz", "synthesize -> .npz"),
+            ("verify-npz", "verify .npz"),
+            ("simulate", "simulate .npz (sync, 3 sizes)"),
+        )
+    },
+    "scale-fattree4k-greedy-synth-npz": _scale_row("scale", "fattree4k-greedy", "synthesize -> .npz"),
     "scale-load": _scale_load("scale"),
+    "scale-torus128-load": _scale_load("scale-torus128"),
+    "scale-fattree16k-load": _scale_load("scale-fattree16k"),
     "scale-fattree4k-ratio": fig("scale", "{fattree4k[ratio_1gib]:.2f}"),
+    "scale-fattree4k-greedy-ratio": fig("scale", "{fattree4k-greedy[ratio_1gib]:.2f}"),
+    "scale-torus64-ratio": fig("scale", "{torus64[ratio_1gib]:.2f}"),
+    "scale-torus128-ratio": fig("scale-torus128", "{torus128[ratio_1gib]:.2f}"),
+    "scale-fattree16k-ratio": fig("scale-fattree16k", "{fattree16k[ratio_1gib]:.2f}"),
     "bench-torch-64mib": fig("torch_vs_native", "{algbw_over_native_64mib:.2f} ×"),
     "bench-torch-8b": fig("torch_vs_native", "{latency_over_native_8b:.2f} ×"),
     "bench-torch-ddp": fig(

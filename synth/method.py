@@ -70,12 +70,19 @@ class Method:
     #: a collective too large for this machine before starting (`synth.limits`); methods that
     #: build in columns measure less than the default
     memory_per_transfer: int = BYTES_PER_TRANSFER
+    #: the same figure for the collectives a method builds differently from its others (e.g. in
+    #: columns for one of them): (kind, bytes) pairs; the others take ``memory_per_transfer``
+    memory_per_transfer_of: tuple[tuple[Kind, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"method {self.name}: family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.family == "exact" and not self.options >= EXACT_OPTIONS:
             raise ValueError(f"method {self.name}: an exact method takes the options {', '.join(sorted(EXACT_OPTIONS))}")
+
+    def bytes_per_transfer(self, kind: Kind) -> int:
+        """`memory_per_transfer` for the collective ``kind``."""
+        return dict(self.memory_per_transfer_of).get(kind, self.memory_per_transfer)
 
     def serves(self, kind: Kind) -> bool:
         return kind in self.collectives

@@ -27,6 +27,7 @@ import os
 import stat
 import zipfile
 from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -62,8 +63,10 @@ OP_MAX = 1  # 0 copy, 1 reduce
 #: transfer index fits the 32-bit columns written.
 MAX_TRANSFERS = 2**31 - 1
 MAX_STEPS = 2**31 - 1
-#: ``header.json`` holds the synthesizer's parameters and the routes: megabytes at most.
-MAX_HEADER_BYTES = 64 * 2**20
+#: ``header.json`` holds the synthesizer's parameters and the routes: a route per pair of ranks
+#: that talk over switches, so 115 MB for the 16,384-GPU fat-tree's hierarchical allgather
+#: (1.5 million routes); what parsing it needs is checked against the memory available as well.
+MAX_HEADER_BYTES = 2**30
 #: Bytes of memory per byte of ``header.json`` while it is parsed (a Python object per value).
 HEADER_MEMORY_FACTOR = 24
 #: A ``.npy`` header is a short dict padded to 64 bytes (numpy refuses more than 10,000).
@@ -198,6 +201,29 @@ def is_zip_file(path: str | Path) -> bool:
         return fh.read(len(ZIP_MAGIC)) == ZIP_MAGIC
 
 
+def npz_transfer_count(path: str | Path) -> int | None:
+    """The number of transfers a ``.npz`` schedule holds, from its ``src.npy`` member's own header
+    (a few hundred bytes read), or None if that cannot be read: a command may refuse a schedule
+    too large for it before reading gigabytes of columns (reading the file reports any error)."""
+    if not is_zip_file(path):
+        return None
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            archive = _Archive(fh, str(path))
+            with archive.open("src.npy") as stream:
+                version = np.lib.format.read_magic(stream)
+                read_header = np.lib.format.read_array_header_2_0 if version == (2, 0) else np.lib.format.read_array_header_1_0
+                shape, _, _ = read_header(stream, max_header_size=MAX_NPY_HEADER_BYTES)
+    except (InputError, ValueError, TypeError, SyntaxError, OSError, EOFError, zipfile.BadZipFile):
+        return None
+    if len(shape) != 1 or type(shape[0]) is not int:
+        return None
+    return shape[0]
+
+
 class _Archive:
     """An opened schedule archive: its members by name, each read within the bytes it may hold."""
 
@@ -303,11 +329,13 @@ def _routes(header: dict[str, Any], source: str) -> tuple[tuple[str, ...], ...]:
     routes = header.get("routes")
     if not isinstance(routes, list) or not routes:
         raise InputError(source, field, routes, "expected a list of switch-name lists, entry 0 = [] (the direct link)")
-    out = []
-    for i, route in enumerate(routes):
-        if not isinstance(route, list) or not all(isinstance(name, str) for name in route):
-            raise InputError(source, f"{field}[{i}]", route, "expected a list of switch names")
-        out.append(tuple(route))
+    # one pass over every name (a large machine's header lists hundreds of thousands of routes);
+    # the entry-by-entry walk only names the first bad one
+    if not all(type(route) is list for route in routes) or not all(type(name) is str for name in chain.from_iterable(routes)):
+        for i, route in enumerate(routes):
+            if not isinstance(route, list) or not all(isinstance(name, str) for name in route):
+                raise InputError(source, f"{field}[{i}]", route, "expected a list of switch names")
+    out = list(map(tuple, routes))
     if out[0] != ():
         raise InputError(source, f"{field}[0]", routes[0], "entry 0 must be [] (the direct link)")
     return tuple(out)

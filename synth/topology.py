@@ -130,6 +130,44 @@ class Topology:
         return {(link.src, link.dst): i for i, link in enumerate(self.links)}
 
     @cached_property
+    def link_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """Links as sorted ``src * num_nodes + dst`` keys and the link id of each key, for
+        looking up many node pairs at once (``np.searchsorted``)."""
+        n = self.num_nodes
+        pairs = sorted(a * n + b for a, b in self.link_index)
+        keys = np.array(pairs, dtype=np.int64)
+        ids = np.array([self.link_index[(k // n, k % n)] for k in pairs], dtype=np.int64)
+        keys.setflags(write=False)
+        ids.setflags(write=False)
+        return keys, ids
+
+    def link_ids(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The link id of every (a[i], b[i]) node pair, -1 where there is no such link."""
+        keys, ids = self.link_keys
+        want = np.asarray(a, dtype=np.int64) * self.num_nodes + np.asarray(b, dtype=np.int64)
+        if keys.size == 0:
+            return np.full(want.shape, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+        return np.where(keys[pos] == want, ids[pos], -1)
+
+    def route_node_ids(self, routes: tuple[tuple[str, ...], ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The node ids of the names of every route, as (ptr, ids): route i names
+        ``ids[ptr[i]:ptr[i + 1]]``, -1 for a name that is no node of this topology. A schedule
+        of a large machine has hundreds of thousands of routes, and verifying then simulating it
+        asks twice: the answer for the last ``routes`` asked is kept (by identity)."""
+        kept = self.__dict__.get("_route_node_ids")
+        if kept is not None and kept[0] is routes:
+            return kept[1]
+        names = self.node_index
+        ptr = np.zeros(len(routes) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, routes), dtype=np.int64, count=len(routes)), out=ptr[1:])
+        ids = np.fromiter((names.get(name, -1) for via in routes for name in via), dtype=np.int64, count=int(ptr[-1]))
+        ptr.setflags(write=False)
+        ids.setflags(write=False)
+        self.__dict__["_route_node_ids"] = (routes, (ptr, ids))
+        return ptr, ids
+
+    @cached_property
     def out_links(self) -> tuple[tuple[int, ...], ...]:
         """Ids of the links leaving each node, in link order."""
         out: list[list[int]] = [[] for _ in range(self.num_nodes)]

@@ -248,6 +248,26 @@ class _LinkPairs:
         return self.keys[pos] == keys
 
 
+def _route_error(via: tuple[str, ...], topology: Topology) -> str | None:
+    """What is wrong with one route (switch names in order) on the topology, or None."""
+    r = topology.num_ranks
+    names = topology.node_index
+    ids: list[int] = []
+    for pos, name in enumerate(via):
+        node = names.get(name)
+        if node is None:
+            return f"via[{pos}] {name!r} is not a node of topology {topology.name!r}"
+        if node < r:
+            return f"via[{pos}] {name!r} is a rank, not a switch (ranks relay only by receiving and sending)"
+        if node in ids:
+            return f"via[{pos}] {name!r} appears twice in the route"
+        ids.append(node)
+    for a, b in pairwise(ids):
+        if (a, b) not in topology.link_index:
+            return f"no link {topology.node_name(a)} -> {topology.node_name(b)}"
+    return None
+
+
 class _RouteTable:
     """What the route check needs, computed once per schedule: every route's switches (or what is
     wrong with it), its first and last switch, and the links out of and into ranks."""
@@ -257,35 +277,31 @@ class _RouteTable:
         self.topology = topology
         r = topology.num_ranks
         n_nodes = topology.num_nodes
-        names = topology.node_index
-        self.route_error: list[str | None] = []
-        nodes: list[list[int]] = []
-        for via in schedule.routes:
-            ids: list[int] = []
-            err = None
-            for pos, name in enumerate(via):
-                node = names.get(name)
-                if node is None:
-                    err = f"via[{pos}] {name!r} is not a node of topology {topology.name!r}"
-                    break
-                if node < r:
-                    err = f"via[{pos}] {name!r} is a rank, not a switch (ranks relay only by receiving and sending)"
-                    break
-                if node in ids:
-                    err = f"via[{pos}] {name!r} appears twice in the route"
-                    break
-                ids.append(node)
-            if err is None:
-                for a, b in pairwise(ids):
-                    if (a, b) not in topology.link_index:
-                        err = f"no link {topology.node_name(a)} -> {topology.node_name(b)}"
-                        break
-            nodes.append(ids if err is None else [])
-            self.route_error.append(err)
-        self.first_hop = np.array([ids[0] if ids else -1 for ids in nodes], dtype=np.int64)
-        self.last_hop = np.array([ids[-1] if ids else -1 for ids in nodes], dtype=np.int64)
-        self.has_via = np.array([len(v) > 0 for v in schedule.routes], dtype=bool)
-        self.route_ok = np.array([e is None for e in self.route_error], dtype=bool)
+        routes = schedule.routes
+        # every route checked at once on its node ids (a large machine's schedule has hundreds of
+        # thousands); the few with an error are walked again one by one for its message
+        ptr, ids = topology.route_node_ids(routes)
+        lengths = np.diff(ptr)
+        route_of = np.repeat(np.arange(len(routes), dtype=np.int64), lengths)
+        wrong = np.zeros(len(routes), dtype=bool)
+        wrong[route_of[ids < r]] = True  # not a node (-1), or a rank
+        twice = np.sort(route_of * n_nodes + ids)
+        wrong[(twice[1:][twice[1:] == twice[:-1]]) // max(n_nodes, 1)] = True
+        along = route_of[1:] == route_of[:-1]
+        wrong[route_of[1:][along & (topology.link_ids(ids[:-1], ids[1:]) < 0)]] = True
+        self.route_error: list[str | None] = [None] * len(routes)
+        ok = ~wrong
+        for rid in np.flatnonzero(wrong).tolist():
+            self.route_error[rid] = _route_error(routes[rid], topology)
+            ok[rid] = self.route_error[rid] is None
+        has_via = lengths > 0
+        usable = has_via & ok
+        self.first_hop = np.full(len(routes), -1, dtype=np.int64)
+        self.last_hop = np.full(len(routes), -1, dtype=np.int64)
+        self.first_hop[usable] = ids[ptr[:-1][usable]]
+        self.last_hop[usable] = ids[ptr[1:][usable] - 1]
+        self.has_via = has_via
+        self.route_ok = ok
         # links out of a rank, keyed (rank, node); links into a rank, keyed (rank, node) as well
         self.out_of_rank = _LinkPairs([(a, b) for a, b in topology.link_index if a < r], r, n_nodes)
         self.into_rank = _LinkPairs([(b, a) for a, b in topology.link_index if b < r], r, n_nodes)

@@ -451,3 +451,22 @@ def test_mutated_archive_is_read_or_refused_in_one_line(tmp_path, data):
         assert "\n" not in str(exc)
     else:
         assert schedule.num_transfers >= 0
+
+
+def test_transfer_count_read_from_the_src_header_alone(tmp_path):
+    """`synth export msccl` refuses a .npz schedule too large to lay out from this count, before
+    reading its columns (a 16,384-rank allgather's 4.6 GB); anything unreadable gives None, and
+    reading the file then says what is wrong."""
+    from synth.schedule_npz import npz_transfer_count
+
+    schedule = load_schedule(SAMPLES[1])
+    path = tmp_path / "s.npz"
+    path.write_bytes(npz_bytes(schedule))
+    assert npz_transfer_count(path) == schedule.num_transfers
+    text = tmp_path / "s.json"
+    text.write_text(schedule_to_json(schedule))
+    assert npz_transfer_count(text) is None
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes(npz_bytes(schedule)[:200])
+    assert npz_transfer_count(broken) is None
+    assert npz_transfer_count(tmp_path / "missing.npz") is None

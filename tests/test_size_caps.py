@@ -69,6 +69,25 @@ def test_column_building_method_gets_its_own_memory_figure(monkeypatch):
         check_collective_size(big, "x", "--chunks", None, bytes_per_transfer=METHODS["ring"].memory_per_transfer)
 
 
+def test_method_memory_figure_per_collective(monkeypatch):
+    """The hierarchical method builds its pipelined allgather in columns, its other collectives not:
+    a 16,384-rank allgather passes the size check, a broadcast of as many transfers does not."""
+    from synth.collective import Collective, Kind
+    from synth.errors import InputError
+    from synth.limits import check_collective_size
+    from synth.registry import METHODS
+
+    monkeypatch.setattr("synth.limits.available_memory", lambda: 20 * 10**9)
+    hierarchical = METHODS["hierarchical"]
+    assert hierarchical.bytes_per_transfer(Kind.ALLGATHER) == 64
+    assert hierarchical.bytes_per_transfer(Kind.BROADCAST) == hierarchical.memory_per_transfer
+    big = Collective("allgather", 16384, 1)
+    check_collective_size(big, "x", "--chunks", None, bytes_per_transfer=hierarchical.bytes_per_transfer(Kind.ALLGATHER))
+    wide = Collective("broadcast", 16384, 16384)  # as many transfers as the allgather, at least
+    with pytest.raises(InputError, match="GB"):
+        check_collective_size(wide, "x", "--chunks", None, bytes_per_transfer=hierarchical.bytes_per_transfer(Kind.BROADCAST))
+
+
 @pytest.mark.parametrize(
     "kind", ["allgather", "gather", "scatter", "alltoall", "broadcast", "reduce", "reduce-scatter", "allreduce"]
 )

@@ -18,13 +18,14 @@ from synth.cli._util import COLLECTIVE_CHOICE, load_topology_arg, schedule_topol
 from synth.collective import parse_kind
 from synth.errors import InputError
 from synth.fileio import write_text_atomic
-from synth.interop.msccl_export import check_export_memory, export_msccl
+from synth.interop.msccl_export import check_export_memory, check_export_transfers, export_msccl
 from synth.interop.msccl_import import import_msccl
 from synth.interop.msccl_set import INDEX_PATH, build_set, write_set
 from synth.interop.msccl_xml import MAX_CHANNELS, PROTOCOLS, algo_to_xml, parse_msccl
 from synth.interop.nccl_topology import import_nccl_topology
 from synth.progress import Progress
 from synth.schedule import load_schedule, save_schedule
+from synth.schedule_npz import npz_transfer_count
 from synth.topology import Topology, topology_to_json
 from synth.units import format_size, parse_size, parse_sizes
 
@@ -91,6 +92,9 @@ def export_group() -> None:
 def export_msccl_cmd(schedule, output, topology, channels, proto, min_bytes, max_bytes, inplace, name):
     """Export SCHEDULE as an MSCCL algorithm XML (MSCCL runtime, RCCL). The schedule is verified
     first; the XML is executed symbolically before it is written."""
+    count = npz_transfer_count(schedule)
+    if count is not None:  # a .npz file says how many transfers it holds before its columns are read
+        check_export_transfers(count, schedule)
     sched = load_schedule(schedule)
     check_export_memory(sched)  # before verifying: a schedule too large to lay out is refused at once
     topo, topo_source = schedule_topology_arg(sched, schedule, topology)

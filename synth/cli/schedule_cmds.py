@@ -84,7 +84,8 @@ def synthesize_cmd(topology, collective, method, root, chunks, seed, seeds, size
     except ValueError as exc:
         field = "--root" if "root" in str(exc) else "--chunks"
         raise InputError("synth synthesize", field, root if field == "--root" else chunks, str(exc)) from None
-    check_collective_size(coll, "synth synthesize", "--chunks", chunks, bytes_per_transfer=METHODS[method].memory_per_transfer)
+    per_transfer = METHODS[method].bytes_per_transfer(kind)
+    check_collective_size(coll, "synth synthesize", "--chunks", chunks, bytes_per_transfer=per_transfer)
     options = method_options(method, seed, seeds, sizes_text)
     unit = "candidate" if method == "auto" else "delivery"
     with Progress(None, method, quiet=quiet, unit=unit) as bar:

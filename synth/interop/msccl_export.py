@@ -105,14 +105,19 @@ EXPORT_BYTES_PER_TRANSFER = 3000
 def check_export_memory(schedule: Schedule) -> None:
     """Refuse, before laying anything out, a schedule whose layout would not fit in memory (a
     4,096-rank allgather's 16.7 million transfers would need about 50 GB)."""
-    need = schedule.num_transfers * EXPORT_BYTES_PER_TRANSFER
+    check_export_transfers(schedule.num_transfers, schedule.source)
+
+
+def check_export_transfers(num_transfers: int, source: str) -> None:
+    """`check_export_memory` from the count alone (a ``.npz`` file's, before its columns are read)."""
+    need = num_transfers * EXPORT_BYTES_PER_TRANSFER
     have = available_memory()
     if need > have:
         raise LimitExceeded(
-            schedule.source,
+            source,
             "(MSCCL export)",
             None,
-            f"laying out {schedule.num_transfers:,} transfers as MSCCL thread blocks would need about "
+            f"laying out {num_transfers:,} transfers as MSCCL thread blocks would need about "
             f"{format_bytes(need)} ({EXPORT_BYTES_PER_TRANSFER} bytes per transfer); {format_bytes(have)} is available",
             show_value=False,
         )

@@ -73,11 +73,41 @@ class RouteLinks:
         self.topology = topology
         self.schedule = schedule
         n_nodes = topology.num_nodes
+        routes = schedule.routes
+        # every route at once on its node ids (the verifier has asked the topology for the same)
+        ptr, ids = topology.route_node_ids(routes)
+        lengths = np.diff(ptr)
+        route_of = np.repeat(np.arange(len(routes), dtype=np.int64), lengths)
+        along = route_of[1:] == route_of[:-1]
+        inner_links = topology.link_ids(ids[:-1][along], ids[1:][along])
+        if (ids < 0).any() or (inner_links < 0).any():
+            self._route_error(schedule, topology)
+        self.num_via = lengths
+        self.any_via = bool(self.num_via.any())
+        has_via = lengths > 0
+        self.first_via = np.full(len(routes), -1, dtype=np.int64)
+        self.last_via = np.full(len(routes), -1, dtype=np.int64)
+        self.first_via[has_via] = ids[ptr[:-1][has_via]]
+        self.last_via[has_via] = ids[ptr[1:][has_via] - 1]
+        self.inner_len = np.maximum(lengths - 1, 0)
+        self.inner_ptr = np.concatenate(([0], np.cumsum(self.inner_len))).astype(np.int64)
+        self.inner_links = inner_links.astype(np.int64)
+        # link lookup by (a, b) key
+        self.n_nodes = n_nodes
+        self.pairs, self.pair_ids = topology.link_keys
+        # every path starts with a link out of its source rank and ends with one into its
+        # destination: with few links per rank, a table of each rank's neighbours finds them
+        # faster than a search among all the links
+        r = topology.num_ranks
+        self.out_of_rank = _rank_neighbours([(a, b, i) for (a, b), i in topology.link_index.items() if a < r], r)
+        self.into_rank = _rank_neighbours([(b, a, i) for (a, b), i in topology.link_index.items() if b < r], r)
+
+    @staticmethod
+    def _route_error(schedule: Schedule, topology: Topology) -> None:
+        """Raise the ValueError of the first route that names no node or crosses no link."""
         names = topology.node_index
         route = schedule.route
         n = schedule.num_transfers
-        via_nodes: list[list[int]] = []
-        inner: list[list[int]] = []
         for rid, via in enumerate(schedule.routes):
             ids = []
             for name in via:
@@ -86,26 +116,10 @@ class RouteLinks:
                     first = int(np.flatnonzero(route == rid)[0]) if n else 0
                     raise ValueError(f"transfer {first}: via {name!r} is not a node of topology {topology.name!r}")
                 ids.append(node)
-            links = []
             for a, b in pairwise(ids):
-                lid = topology.link_index.get((a, b))
-                if lid is None:
+                if topology.link_index.get((a, b)) is None:
                     first = int(np.flatnonzero(route == rid)[0]) if n else 0
                     raise ValueError(f"transfer {first}: no link {topology.node_name(a)} -> {topology.node_name(b)}")
-                links.append(lid)
-            via_nodes.append(ids)
-            inner.append(links)
-        self.num_via = np.array([len(v) for v in via_nodes], dtype=np.int64)
-        self.any_via = bool(self.num_via.any())
-        self.first_via = np.array([v[0] if v else -1 for v in via_nodes], dtype=np.int64)
-        self.last_via = np.array([v[-1] if v else -1 for v in via_nodes], dtype=np.int64)
-        self.inner_len = np.array([len(x) for x in inner], dtype=np.int64)
-        self.inner_ptr = np.concatenate(([0], np.cumsum(self.inner_len))).astype(np.int64)
-        self.inner_links = np.array([lid for x in inner for lid in x], dtype=np.int64)
-        # link lookup by (a, b) key
-        self.n_nodes = n_nodes
-        self.pairs = np.array(sorted(a * n_nodes + b for a, b in topology.link_index), dtype=np.int64)
-        self.pair_ids = np.array([topology.link_index[(int(k) // n_nodes, int(k) % n_nodes)] for k in self.pairs], dtype=np.int64)
 
     def lookup(self, a: np.ndarray, b: np.ndarray, offset: int = 0) -> np.ndarray:
         """Link ids of the (a[i], b[i]) pairs; ValueError naming transfer ``offset + i`` if one
@@ -123,6 +137,22 @@ class RouteLinks:
             raise ValueError(f"path of transfer {offset + i}: no link {name(int(a[i]))} -> {name(int(b[i]))}")
         return self.pair_ids[pos]
 
+    def rank_lookup(self, a: np.ndarray, b: np.ndarray, offset: int, *, out: bool) -> np.ndarray:
+        """`lookup` for pairs whose first node ``a`` is a rank (``out``) or whose second node
+        ``b`` is one (not ``out``), through that rank's neighbour table when it has one."""
+        table = self.out_of_rank if out else self.into_rank
+        if table is None:
+            return self.lookup(a, b, offset)
+        rank, other = (a, b) if out else (b, a)
+        neighbours, ids = table
+        found = np.full(rank.shape, -1, dtype=np.int64)
+        for near, link in zip(neighbours, ids):  # one link per (rank, node) pair
+            hit = near[rank] == other
+            found[hit] = link[rank[hit]]
+        if (found < 0).any():
+            return self.lookup(a, b, offset)  # names the first pair that is not a link
+        return found
+
     def paths(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(ptr, links) of transfers ``lo … hi − 1``: transfer ``lo + i`` crosses
         ``links[ptr[i]:ptr[i + 1]]``, in path order."""
@@ -132,23 +162,45 @@ class RouteLinks:
         ptr = np.zeros(n + 1, dtype=np.int64)
         if not self.any_via:  # every path is its one direct link
             ptr[1:] = np.arange(1, n + 1, dtype=np.int64)
-            return ptr, self.lookup(src, dst, lo)
+            return ptr, self.rank_lookup(src, dst, lo, out=True)
         nv = self.num_via[route]
         has_via = nv > 0
         np.cumsum(nv + 1, out=ptr[1:])
         links = np.empty(int(ptr[-1]), dtype=np.int64)
         first_hop = np.where(has_via, self.first_via[route], dst)
-        links[ptr[:-1]] = self.lookup(src, first_hop, lo)
+        links[ptr[:-1]] = self.rank_lookup(src, first_hop, lo, out=True)
         if has_via.any():
             idx = np.flatnonzero(has_via)
             r = route[idx]
-            links[ptr[idx] + nv[idx]] = self.lookup(self.last_via[r], dst[idx], lo)
+            links[ptr[idx] + nv[idx]] = self.rank_lookup(self.last_via[r], dst[idx], lo, out=False)
             m = self.inner_len[r]
             if m.sum():
                 rep = np.repeat(idx, m)
                 within = np.arange(int(m.sum()), dtype=np.int64) - np.repeat(np.cumsum(m) - m, m)
                 links[ptr[rep] + 1 + within] = self.inner_links[self.inner_ptr[route[rep]] + within]
         return ptr, links
+
+
+#: a rank's neighbour table is used while no rank has more links than this (out or in)
+MAX_RANK_NEIGHBOURS = 8
+
+
+def _rank_neighbours(links: list[tuple[int, int, int]], ranks: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per rank, the nodes its links (rank, node, link id) join it to and those links' ids,
+    padded with -1: (neighbours, ids) of shape (most links of a rank, ranks), the j-th link of
+    every rank in one row; None when a rank has more than `MAX_RANK_NEIGHBOURS`."""
+    degree = np.bincount(np.array([a for a, _, _ in links], dtype=np.int64), minlength=ranks)
+    width = int(degree.max()) if ranks else 0
+    if width > MAX_RANK_NEIGHBOURS or width == 0:
+        return None
+    neighbours = np.full((width, ranks), -1, dtype=np.int64)
+    ids = np.full((width, ranks), -1, dtype=np.int64)
+    used = np.zeros(ranks, dtype=np.int64)
+    for a, b, i in links:
+        neighbours[used[a], a] = b
+        ids[used[a], a] = i
+        used[a] += 1
+    return neighbours, ids
 
 
 def path_latency(topology: Topology, ptr: np.ndarray, links: np.ndarray) -> np.ndarray:

@@ -306,17 +306,23 @@ class _Writer:
                 route = np.broadcast_to(routes[:, rt][:, :, None], shape)
                 self.add(t + s, src, dst, held[:, p, :], route)
 
-    def flush(self) -> None:
-        """Every step to the builder, its rows already in the builder's canonical order (by
-        source, destination, chunk: one sort on a single key instead of its five-column sort)."""
+    def flush(self, before: int | None = None) -> None:
+        """Every step (before step ``before``, when given: those no later batch adds to) to the
+        builder, its rows already in the builder's canonical order (by source, destination,
+        chunk: one sort on a single key instead of its five-column sort). Steps are handed over
+        as soon as they are complete, so the transfers are held once (in the builder), not in
+        the writer as well."""
         r = self.topology.num_ranks
         g = r * self.k
         for t in sorted(self.steps):
-            cols = self.steps[t]
+            if before is not None and t >= before:
+                break
+            cols = self.steps.pop(t)
             src = np.concatenate([c[0] for c in cols])
             dst = np.concatenate([c[1] for c in cols])
             chunk = np.concatenate([c[2] for c in cols])
             route = np.concatenate([c[3] for c in cols])
+            del cols
             order = np.argsort((src * r + dst) * g + chunk, kind="stable")
             self.builder.add_step_arrays(src[order], dst[order], chunk[order], OP_COPY, route[order])
 
@@ -378,6 +384,7 @@ def allgather(
                 writer.network(t, j, items)
             else:
                 writer.inside(t, items, per_kind, inner.host_kind)
+        writer.flush(before=t + 1)  # later batches add to steps t + 1 on
     writer.flush()
     return builder.build()
 

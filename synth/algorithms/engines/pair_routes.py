@@ -85,7 +85,8 @@ class PairRoutes:
         self._core_from: dict[tuple[int, float], dict[int, tuple[Label, list[tuple[int, int]]]]] = {}
         self._pairs: dict[int, int] = {}
         self._climbs: dict[int, tuple[int, list[int], list[int]]] = {}
-        self._skeletons: dict[tuple[int, int, float], tuple | None] = {}
+        self._up_caps: dict[int, float] = {}
+        self._downs: dict[int, tuple[int, list[int], list[int], float]] = {}
         self._bw_list: list[float] = [float(x) for x in bw]
         self._lat_list: list[float] = [float(x) for x in lat]
         self.table: list[PairRoute] = []
@@ -146,28 +147,42 @@ class PairRoutes:
 
     def _skeleton(self, e: int, x: int, cap: float):
         """What the route from entry ``e`` to exit ``x`` is made of, for any pair whose rank links
-        allow ``cap`` GB/s (memoized; only the choice among equally good core paths depends on
-        the pair): None if there is none, else (up nodes, up links, core table or None, core end
-        v, core start u, leaves below v down to x, links down)."""
-        key = (e, x, cap)
-        if key in self._skeletons:
-            return self._skeletons[key]
-        found = None
+        allow ``cap`` GB/s (only the choice among equally good core paths depends on the pair):
+        None if there is none, else (up nodes, up links, core table or None, core end v, core
+        start u, leaves below v down to x, links down). Entries and exits are per rank on large
+        machines (every GPU's NIC), so nothing is kept per (e, x): the parts are kept per switch
+        (`_climb`, `_down`) and per core search (`_core`)."""
         if e == x:
-            found = ([e], [], None, e, e, [], [])
-        else:
-            u, up_nodes, up_links = self._climb(e)
-            if x in up_nodes:  # the exit is on the way up
-                k = up_nodes.index(x)
-                found = ([e, *up_nodes[: k + 1]], up_links[: k + 1], None, x, x, [], [])
-            else:
-                v, down_nodes, _ = self._climb(x)
-                below = [x, *down_nodes[:-1]] if down_nodes else []  # the leaves under v down to x, from x up
-                down_links = [self._up[w][2] for w in reversed(below)]
-                table = self._core(u, min([cap, *(float(self._bw[link]) for link in (*up_links, *down_links))]))
-                if v in table:
-                    found = ([e, *up_nodes], list(up_links), table, v, u, below, down_links)
-        self._skeletons[key] = found
+            return ([e], [], None, e, e, [], [])
+        u, up_nodes, up_links = self._climb(e)
+        if x in up_nodes:  # the exit is on the way up
+            k = up_nodes.index(x)
+            return ([e, *up_nodes[: k + 1]], up_links[: k + 1], None, x, x, [], [])
+        v, below, down_links, down_cap = self._down(x)
+        if v != u and not self._pred[v]:
+            return None  # nothing leads into v (an NVSwitch of another host): no core path
+        table = self._core(u, min(cap, self._up_cap(e), down_cap))
+        if v not in table:
+            return None
+        return ([e, *up_nodes], list(up_links), table, v, u, below, down_links)
+
+    def _up_cap(self, e: int) -> float:
+        """The narrowest link from ``e`` up to its core switch (inf if none); memoized."""
+        found = self._up_caps.get(e)
+        if found is None:
+            found = self._up_caps[e] = min((float(self._bw[link]) for link in self._climb(e)[2]), default=float("inf"))
+        return found
+
+    def _down(self, x: int) -> tuple[int, list[int], list[int], float]:
+        """From the core switch v above exit ``x`` down to it: (v, the leaves under v down to x
+        from x up, the links down, the narrowest of them or inf); memoized."""
+        found = self._downs.get(x)
+        if found is None:
+            v, down_nodes, _ = self._climb(x)
+            below = [x, *down_nodes[:-1]] if down_nodes else []
+            down_links = [self._up[w][2] for w in reversed(below)]
+            cap = min((float(self._bw[link]) for link in down_links), default=float("inf"))
+            found = self._downs[x] = (v, below, down_links, cap)
         return found
 
     def _switch_route(self, e: int, x: int, a: int, b: int, cap: float) -> tuple[Label, list[int], list[int]] | None:
