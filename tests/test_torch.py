@@ -94,7 +94,8 @@ def test_refusals_mismatches_async_and_fallback(tmp_path):
         ["async_and_fallback", {"schedule_set": str(limited), "topology": topo}],
         ["compiled_once", {"schedule": path, "topology": topo}],
     ]
-    result = run_job(2, "several", tmp_path, checks=checks)
+    # mismatched calls on purpose: the ranks leave without tearing gloo down (see run_job)
+    result = run_job(2, "several", tmp_path, hard_exit=True, checks=checks)
     said = result["refusals"]
     assert "for 3 ranks" in said["other world"] and "this process group has 2" in said["other world"]
     assert "the schedule was made for topology" in said["other topology"]

@@ -21,11 +21,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_job(world: int, check: str, tmp_path: Path, timeout: float = 600, env: dict | None = None, **args) -> dict:
-    """Run ``check`` on ``world`` ranks; returns rank 0's result (raises if a rank fails)."""
+def run_job(
+    world: int,
+    check: str,
+    tmp_path: Path,
+    timeout: float = 600,
+    env: dict | None = None,
+    hard_exit: bool = False,
+    **args,
+) -> dict:
+    """Run ``check`` on ``world`` ranks; returns rank 0's result (raises if a rank fails).
+
+    ``hard_exit``: every rank leaves with ``os._exit(0)`` once the check has returned, its result
+    is written and all ranks passed the final barrier, without tearing the process group down.
+    For checks that make ranks call mismatched collectives on purpose: gloo may still hold a
+    receive that no rank will ever match, and tearing it down then can abort the process in
+    torch's C++ destructors ("terminate called without an active exception", exit -6), after
+    every result is in; such an abort says nothing about what the check tests."""
     store = tmp_path / f"store-{check}-{world}-{time.monotonic_ns()}"
     out = tmp_path / f"result-{check}-{world}-{time.monotonic_ns()}.json"
-    spec = json.dumps({"check": check, "args": args, "out": str(out), "store": str(store)})
+    spec = json.dumps({"check": check, "args": args, "out": str(out), "store": str(store), "hard_exit": hard_exit})
     procs = []
     for rank in range(world):
         proc_env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1", **(env or {})}
@@ -61,6 +76,10 @@ def main() -> None:
     if rank == 0:
         Path(spec["out"]).write_text(json.dumps(result))
     dist.barrier()
+    if spec.get("hard_exit"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     dist.destroy_process_group()
 
 
