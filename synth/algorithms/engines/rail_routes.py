@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from synth.algorithms.engines.lowering import RouteTable
 from synth.collective import Collective
 from synth.routing import Router
 from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
@@ -175,7 +176,7 @@ def lower_routed(
         return None
     builder = ScheduleBuilder(collective, topology, method, params)
     ids = np.asarray([builder.route_id(v) for v in vias] or [0], dtype=np.int64)
-    pair_ids: dict[int, int] = {}
+    pair_routes = RouteTable(topology, router, builder)
     holds = collective.initial_holders()
     for src, dst, chunk, via in steps:
         if src.size == 0:
@@ -192,17 +193,10 @@ def lower_routed(
         named = via >= 0
         rid[named] = ids[via[named]]
         if not named.all():
-            keys = src[~named] * collective.num_ranks + dst[~named]
-            uniq, inverse = np.unique(keys, return_inverse=True)
-            found = np.empty(uniq.size, dtype=np.int64)
-            for i, key in enumerate(uniq.tolist()):
-                if key not in pair_ids:
-                    names = router.via_names(key // collective.num_ranks, key % collective.num_ranks)
-                    if names is None:
-                        return None
-                    pair_ids[key] = builder.route_id(names)
-                found[i] = pair_ids[key]
-            rid[~named] = found[inverse]
+            found = pair_routes.ids(src[~named], dst[~named])
+            if (found < 0).any():
+                return None
+            rid[~named] = found
         builder.add_step_arrays(src, dst, chunk, OP_COPY, rid)
         holds[dst, chunk] = True
     return builder.build()
