@@ -38,7 +38,7 @@ import numpy as np
 
 from synth.algorithms import direct, greedy, one_shot, ring
 from synth.algorithms.engines import host_levels
-from synth.algorithms.engines.builders import by_duality, dispatcher, pieces_for_allreduce
+from synth.algorithms.engines.builders import by_duality, dispatcher, largest_remainder, pieces_for_allreduce
 from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
 from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.pair_routes import PairRoutes
@@ -327,11 +327,7 @@ def carrier_allreduce(
         raise NotApplicable("hierarchical by carriers: a rail has no route")
     weights = weights / weights.sum()
     units = k // h_count
-    exact = weights * units
-    quotas = np.floor(exact).astype(np.int64)
-    order = np.lexsort((np.arange(c_count), -(exact - quotas)))
-    quotas[order[: units - int(quotas.sum())]] += 1
-    quotas *= h_count
+    quotas = largest_remainder(weights * units, units) * h_count
     part_router = router_for(host_parts[0])
     reach = np.array([[ell == c or part_router.via_names(ell, c) is not None for c in carrier_local] for ell in range(local)])
     owner_local = np.repeat(np.arange(local, dtype=np.int64), share)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from synth.algorithms.engines.builders import largest_remainder
 from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -89,13 +90,7 @@ def balanced_weights(bandwidth: np.ndarray) -> np.ndarray:
 def integer_shares(weights: np.ndarray, chunks: int) -> np.ndarray:
     """Chunks per rank, summing to ``chunks``, closest to ``weights``·chunks (largest remainder;
     ties to the lower rank)."""
-    exact = weights * chunks
-    counts = np.floor(exact).astype(np.int64)
-    left = chunks - int(counts.sum())
-    if left > 0:
-        order = np.lexsort((np.arange(weights.size), -(exact - counts)))
-        counts[order[:left]] += 1
-    return counts
+    return largest_remainder(weights * chunks, chunks)
 
 
 def _routes(topology: Topology, router: Router, builder: ScheduleBuilder) -> np.ndarray:

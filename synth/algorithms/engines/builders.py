@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from synth.collective import DUAL, Collective, Kind
 from synth.errors import NotApplicable
 from synth.routing import Router, router_for
@@ -14,6 +16,18 @@ from synth.topology import Topology
 from synth.transform import concat, dual_reduction
 
 Builder = Callable[[Topology, Collective, Router], Schedule]
+
+
+def largest_remainder(exact: np.ndarray, total: int) -> np.ndarray:
+    """Whole counts summing to ``total`` nearest to the real targets ``exact`` (which sum to it):
+    each target rounded down, then one more for the largest remainders, ties to the lower index
+    (Hamilton's apportionment: chunks split among trees, ranks or rails in proportion)."""
+    counts = np.floor(exact).astype(np.int64)
+    left = total - int(counts.sum())
+    if left > 0:
+        order = np.lexsort((np.arange(exact.size), -(exact - counts)))
+        counts[order[:left]] += 1
+    return counts
 
 
 def dispatcher(method: str, builders: dict[Kind, Builder]) -> Callable[..., Schedule]:

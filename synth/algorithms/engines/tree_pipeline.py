@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from synth.algorithms.engines.builders import largest_remainder
 from synth.algorithms.engines.path_channels import PathChannels
 from synth.algorithms.engines.tree_packing import Packing
 from synth.collective import Collective, Kind
@@ -26,11 +27,7 @@ def chunk_shares(packing: Packing, root: int, chunks: int) -> list[tuple[int, in
     multiplicities (largest remainders first, then class order)."""
     classes = [i for i, c in enumerate(packing.classes) if c.root == root]
     weights = np.array([packing.classes[i].multiplicity for i in classes], dtype=np.float64)
-    exact = chunks * weights / weights.sum()
-    share = np.floor(exact).astype(np.int64)
-    left = chunks - int(share.sum())
-    for j in np.argsort(-(exact - share), kind="stable")[:left]:
-        share[j] += 1
+    share = largest_remainder(chunks * weights / weights.sum(), chunks)
     return [(i, int(n)) for i, n in zip(classes, share.tolist())]
 
 
