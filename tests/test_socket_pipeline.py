@@ -78,12 +78,14 @@ def test_no_slower_cut_no_method():
 
 
 def test_both_shapes_verify(pcie):
-    from synth.algorithms.socket_pipeline import build
+    from synth.algorithms.socket_pipeline import build, entry_rank
     from synth.collective import Collective
 
     router = router_for(pcie)
+    near, far = sides(pcie, 0, router)
+    entry = entry_rank(far, 0, router)
     for through in (True, False):
-        s = build(pcie, Collective(Kind.BROADCAST, 8, 48, 0), router, (4, 2.0, through))
+        s = build(pcie, Collective(Kind.BROADCAST, 8, 48, 0), router, (4, 2.0, through), near, far, entry)
         assert (s.params["entry"] is None) == (not through)
         assert s.num_steps == 4 + (2 if through else 1)
         from synth.verify import check

@@ -162,16 +162,24 @@ def broadcast_steps(root: int, entry: int | None, near: list[int], far: list[int
     return steps
 
 
-def build(topology: Topology, collective: Collective, router: Router, shape: tuple[int, float, bool]) -> Schedule | None:
+def build(
+    topology: Topology,
+    collective: Collective,
+    router: Router,
+    shape: tuple[int, float, bool],
+    near: list[int],
+    far: list[int],
+    entry: int,
+) -> Schedule | None:
     """The schedule for ``collective`` (its chunks per piece) with m groups shrinking by ρ, through
-    an entry rank or dealt by the root over the far side (``shape`` = (m, ρ, through an entry))."""
+    the ``entry`` rank or dealt by the root over the far side (``shape`` = (m, ρ, through the
+    entry)); ``near``, ``far`` and ``entry`` as `sides` and `entry_rank` give them for the root."""
     m, ratio, through_entry = shape
     groups = shrinking_groups(collective.chunks_per_piece, m, ratio)
     if groups is None:
         return None
     root = collective.root
-    near, far = sides(topology, root, router)
-    entry = entry_rank(far, root, router) if through_entry else None
+    entry = entry if through_entry else None
     params = {
         "near": near,
         "far": far,
@@ -189,7 +197,8 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     if collective.kind is not Kind.BROADCAST:
         raise NotApplicable(f"{NAME} serves broadcast only")
     router = router or router_for(topology)
-    sides(topology, collective.root, router)  # NotApplicable early
+    near, far = sides(topology, collective.root, router)  # NotApplicable early
+    entry = entry_rank(far, collective.root, router)
     requested = options.get("requested_chunks")
     at = size if size is not None else REFERENCE_SIZE
     timed = []
@@ -202,8 +211,8 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             if m <= k
             for rho in (RATIOS if m > 1 else (1.0,))
         ]
-        built = [(shape, build(topology, target, router, shape)) for shape in shapes]
-        usable = [s for _, s in built if s is not None]
+        built = (build(topology, target, router, shape, near, far, entry) for shape in shapes)
+        usable = [s for s in built if s is not None]
         timed += timed_sweep(usable, lambda s: s, topology, at)
     schedule = fastest(timed)
     if size is not None:
