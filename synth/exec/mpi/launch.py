@@ -262,41 +262,11 @@ class _Job:
             if not np.array_equal(positions, last):
                 last, since = positions, now
             elif now - since > settings.timeout:
-                stopped = self._stopped()
+                stopped = stopped_ranks(sorted(self.pids.items()))
                 starting = bool(np.any(cells[:, SIZE] < 0))
                 if stopped or not starting or now - since > max(settings.timeout, STARTUP_ALLOWANCE):
-                    return self._hang(cells, stopped)
+                    return hang_error(cells, stopped, settings)
             time.sleep(_POLL)
-
-    def _stopped(self) -> list[int]:
-        """The ranks whose process is stopped (SIGSTOP, a debugger): they make no progress."""
-        stopped = []
-        for rank, pid in sorted(self.pids.items()):
-            try:
-                with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                    state = fh.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state in ("T", "t"):
-                stopped.append(rank)
-        return stopped
-
-    def _hang(self, cells: np.ndarray, stopped: list[int]) -> ExecutionError:
-        """The rank(s) that held the others up: stopped ones, else those not waiting for other
-        ranks, else all; of those, the ones that got least far (as the multiprocessing parent
-        names the rank with the fewest barriers)."""
-        r = len(cells)
-        waiting = [step_of(int(cells[x, PHASE]))[1] for x in range(r)]
-        suspects = stopped or [x for x in range(r) if not waiting[x]] or list(range(r))
-        least = min(rank_progress(cells[x]) for x in suspects)
-        culprits = [x for x in suspects if rank_progress(cells[x]) == least]
-        if len(culprits) == 1:
-            who, them, state = f"rank {culprits[0]}", "it", ", its process stopped" if stopped else ""
-        else:
-            who, them, state = f"ranks {', '.join(map(str, culprits))}", "them", ", their processes stopped" if stopped else ""
-        where = describe_position(cells[culprits[0]], self.settings.labels)
-        timeout = self.settings.timeout
-        return ExecutionError(f"{who} made no progress for {timeout:g} s {where}{state}; the other ranks were waiting for {them}")
 
     def _failure(self, cells: np.ndarray) -> ExecutionError | None:
         """The failure the board shows: the ranks' own reports (errors) first, then the keepers'
@@ -346,6 +316,39 @@ class _Job:
             if fd >= 0:
                 os.close(fd)
         self.ranks = {rank: -1 for rank in self.ranks}
+
+
+def stopped_ranks(pids: list[tuple[int, int]]) -> list[int]:
+    """The ranks, of ``(rank, pid)`` pairs, whose process is stopped (SIGSTOP, a debugger): they
+    make no progress, so a hang is theirs."""
+    stopped = []
+    for rank, pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state in ("T", "t"):
+            stopped.append(rank)
+    return stopped
+
+
+def hang_error(cells: np.ndarray, stopped: list[int], settings: RunSettings) -> ExecutionError:
+    """The rank(s) that held the others up, as both launchers judge it: stopped ones, else those
+    not waiting for other ranks, else all; of those, the ones that got least far (as the
+    multiprocessing parent names the rank with the fewest barriers)."""
+    r = len(cells)
+    waiting = [step_of(int(cells[x, PHASE]))[1] for x in range(r)]
+    suspects = stopped or [x for x in range(r) if not waiting[x]] or list(range(r))
+    least = min(rank_progress(cells[x]) for x in suspects)
+    culprits = [x for x in suspects if rank_progress(cells[x]) == least]
+    if len(culprits) == 1:
+        who, them, state = f"rank {culprits[0]}", "it", ", its process stopped" if stopped else ""
+    else:
+        who, them, state = f"ranks {', '.join(map(str, culprits))}", "them", ", their processes stopped" if stopped else ""
+    where = describe_position(cells[culprits[0]], settings.labels)
+    timeout = settings.timeout
+    return ExecutionError(f"{who} made no progress for {timeout:g} s {where}{state}; the other ranks were waiting for {them}")
 
 
 def rank_progress(row: np.ndarray) -> tuple[int, int, int]:

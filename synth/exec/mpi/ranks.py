@@ -29,7 +29,8 @@ from synth.exec.mpi.board import Board
 from synth.exec.mpi.executor import MPI, BoundPlan, Progress, Watchdog, fail, native_call, native_supports, require_mpi
 from synth.exec.mpi.launch import NATIVE_NAMES
 from synth.exec.program import Program
-from synth.exec.report import Measurement, table_footer, table_header, table_row
+from synth.exec.rank_zero import BoardPosts, PrintedTable
+from synth.exec.report import Measurement
 from synth.exec.settings import Case, RunSettings, run_options
 
 
@@ -64,43 +65,6 @@ def rank_cmd(schedule, progress_file, **options):
     sys.exit(run_rank(settings, comm, board))
 
 
-class _Table:
-    """Rank 0's output when started by hand: the table, printed."""
-
-    def __init__(self, settings: RunSettings):
-        self.settings = settings
-        self.native: str | None = None
-
-    def start(self, description: str, native_name: str | None) -> None:
-        self.native = native_name
-        for line in self.settings.header(description) + table_header(native_name):
-            click.echo(line)
-
-    def row(self, index: int, ours: Measurement, native: Measurement | None) -> None:
-        op = self.settings.cases[index].op
-        click.echo(table_row(ours, op.name if op else None, native, with_native=self.native is not None))
-
-    def finish(self, ours: list[Measurement], native: list[Measurement]) -> None:
-        for line in table_footer(ours, native or None):
-            click.echo(line)
-
-
-class _Posts:
-    """Rank 0's output under ``synth run``: the description and the rows, posted to the board."""
-
-    def __init__(self, board: Board):
-        self.board = board
-
-    def start(self, description: str, native_name: str | None) -> None:
-        self.board.post_description(description)
-
-    def row(self, index: int, ours: Measurement, native: Measurement | None) -> None:
-        self.board.post_result(index, (ours.time_us, ours.wrong), None if native is None else (native.time_us, native.wrong))
-
-    def finish(self, ours: list[Measurement], native: list[Measurement]) -> None:
-        pass
-
-
 def run_rank(settings: RunSettings, comm, board: Board | None = None) -> int:
     """Run every case on this rank; returns the exit code (1 if a result was wrong, when started
     by hand; under ``synth run`` the launcher judges the posted rows, and this returns 0)."""
@@ -113,7 +77,7 @@ def run_rank(settings: RunSettings, comm, board: Board | None = None) -> int:
     progress.set(-1, -1, -1)
     watchdog = Watchdog(comm, progress, settings.timeout, labels, board)
     native_name = NATIVE_NAMES[coll.kind] if settings.compare_native else None
-    out = (_Posts(board) if board is not None else _Table(settings)) if rank == 0 else None
+    out = (BoardPosts(board) if board is not None else PrintedTable(settings, "MPI")) if rank == 0 else None
     if out is not None:
         library = " ".join(MPI.Get_library_version().split()[:3])
         out.start(f"mpi: {coll.num_ranks} processes, {library}", native_name)

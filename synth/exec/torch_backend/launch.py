@@ -37,10 +37,10 @@ import numpy as np
 from synth.collective import Kind
 from synth.errors import InputError
 from synth.exec import data
-from synth.exec.faults import ExecutionError, describe_position, signal_name, step_of
+from synth.exec.faults import ExecutionError, describe_position, signal_name
 from synth.exec.layout import Layout
-from synth.exec.mpi.board import ERROR_AT, PHASE, SIZE, Board
-from synth.exec.mpi.launch import BoardRows, rank_progress
+from synth.exec.mpi.board import ERROR_AT, SIZE, Board
+from synth.exec.mpi.launch import BoardRows, hang_error, stopped_ranks
 from synth.exec.program import Program
 from synth.exec.report import Row
 from synth.exec.settings import MemoryNeed, RunSettings, check_memory
@@ -196,38 +196,11 @@ class _Job:
             if not np.array_equal(positions, last):
                 last, since = positions, now
             elif not failing and now - since > settings.timeout:
-                stopped = self._stopped()
+                stopped = stopped_ranks([(rank, proc.pid) for rank, proc in enumerate(self.procs)])
                 starting = bool(np.any(cells[:, SIZE] < 0))
                 if stopped or not starting or now - since > max(settings.timeout, STARTUP_ALLOWANCE):
-                    return self._hang(cells, stopped)
+                    return hang_error(cells, stopped, settings)
             time.sleep(_POLL)
-
-    def _stopped(self) -> list[int]:
-        """The ranks whose process is stopped (SIGSTOP, a debugger): they make no progress."""
-        stopped = []
-        for rank, proc in enumerate(self.procs):
-            try:
-                with open(f"/proc/{proc.pid}/stat", encoding="ascii", errors="replace") as fh:
-                    state = fh.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state in ("T", "t"):
-                stopped.append(rank)
-        return stopped
-
-    def _hang(self, cells: np.ndarray, stopped: list[int]) -> ExecutionError:
-        r = len(cells)
-        waiting = [step_of(int(cells[x, PHASE]))[1] for x in range(r)]
-        suspects = stopped or [x for x in range(r) if not waiting[x]] or list(range(r))
-        least = min(rank_progress(cells[x]) for x in suspects)
-        culprits = [x for x in suspects if rank_progress(cells[x]) == least]
-        if len(culprits) == 1:
-            who, them, state = f"rank {culprits[0]}", "it", ", its process stopped" if stopped else ""
-        else:
-            who, them, state = f"ranks {', '.join(map(str, culprits))}", "them", ", their processes stopped" if stopped else ""
-        where = describe_position(cells[culprits[0]], self.settings.labels)
-        timeout = self.settings.timeout
-        return ExecutionError(f"{who} made no progress for {timeout:g} s {where}{state}; the other ranks were waiting for {them}")
 
     def _failure(self, cells: np.ndarray) -> ExecutionError:
         """The ranks that died without a report (killed, or exited) first, in the order they were

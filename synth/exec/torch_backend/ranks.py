@@ -35,7 +35,8 @@ from synth.exec import data
 from synth.exec.faults import ExecutionError, Progress, describe_exception
 from synth.exec.mpi.board import Board
 from synth.exec.program import Program
-from synth.exec.report import Measurement, table_footer, table_header, table_row
+from synth.exec.rank_zero import BoardPosts, PrintedTable
+from synth.exec.report import Measurement
 from synth.exec.settings import Case, RunSettings, run_options
 from synth.exec.torch_backend.executor import NATIVE_NAMES, TORCH_TYPES, Executor, PeerFailure, native_call, native_supports
 
@@ -71,43 +72,6 @@ def rank_cmd(schedule, progress_file, init_method, **options):
     if violation is not None:
         refuse(settings.invalid_line(violation), 1)
     sys.exit(run_rank(settings, rank, board, init_method or "env://"))
-
-
-class _Table:
-    """Rank 0's output when started by hand: the table, printed."""
-
-    def __init__(self, settings: RunSettings):
-        self.settings = settings
-        self.native: str | None = None
-
-    def start(self, description: str, native_name: str | None) -> None:
-        self.native = native_name
-        for line in self.settings.header(description) + table_header(native_name):
-            click.echo(line)
-
-    def row(self, index: int, ours: Measurement, native: Measurement | None) -> None:
-        op = self.settings.cases[index].op
-        click.echo(table_row(ours, op.name if op else None, native, with_native=self.native is not None))
-
-    def finish(self, ours: list[Measurement], native: list[Measurement]) -> None:
-        for line in table_footer(ours, native or None, "PyTorch"):
-            click.echo(line)
-
-
-class _Posts:
-    """Rank 0's output under ``synth run``: the description and the rows, posted to the board."""
-
-    def __init__(self, board: Board):
-        self.board = board
-
-    def start(self, description: str, native_name: str | None) -> None:
-        self.board.post_description(description)
-
-    def row(self, index: int, ours: Measurement, native: Measurement | None) -> None:
-        self.board.post_result(index, (ours.time_us, ours.wrong), None if native is None else (native.time_us, native.wrong))
-
-    def finish(self, ours: list[Measurement], native: list[Measurement]) -> None:
-        pass
 
 
 def run_rank(settings: RunSettings, rank: int, board: Board | None, init_method: str) -> int:
@@ -157,7 +121,7 @@ def say(line: str) -> None:
 def _cases(settings: RunSettings, rank: int, board: Board | None, progress: Progress) -> int:
     coll = settings.schedule.collective
     native_name = NATIVE_NAMES[coll.kind] if settings.compare_native else None
-    out = (_Posts(board) if board is not None else _Table(settings)) if rank == 0 else None
+    out = (BoardPosts(board) if board is not None else PrintedTable(settings, "PyTorch")) if rank == 0 else None
     if out is not None:
         out.start(f"torch: {coll.num_ranks} processes, torch {torch.__version__} gloo on CPU", native_name)
     timeout = None if board is not None else settings.timeout  # under the launcher, it judges hangs
