@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _results import RESULTS, Capture, record
+from _results import RESULTS, Capture, record, run_child
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -73,13 +71,9 @@ def run_case(synth: str, name: str, workdir: Path) -> dict:
         target = source
     out = workdir / f"{name}.schedule.json"
     command = [synth, "synthesize", target, "-c", collective, "-m", "auto", "--size", size, "-q", "-o", str(out)]
-    started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - started
-    stdout, stderr = child.communicate()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{name}: {' '.join(command)} failed:\n{stdout}{stderr}")
+    child = run_child(command)
+    if child.exit_code != 0:
+        raise SystemExit(f"{name}: {' '.join(command)} failed:\n{child.stdout}{child.stderr}")
     params = json.loads(out.read_text(encoding="utf-8"))["synthesizer"]["params"]
     chosen = params["chosen"]
     return {
@@ -88,12 +82,12 @@ def run_case(synth: str, name: str, workdir: Path) -> dict:
         "ranks": ranks,
         "collective": collective,
         "size": size,
-        "wall_s": round(wall, 2),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "wall_s": round(child.wall_s, 2),
+        "cpu_s": round(child.cpu_s, 2),
+        "peak_rss_mib": round(child.peak_mb, 1),
         "chosen": chosen,
         "time_us": params["predicted_us"][chosen][0],
-        "candidate_seconds": candidate_seconds(stdout),
+        "candidate_seconds": candidate_seconds(child.stdout),
         "skipped": sorted(params.get("skipped", {})),
     }
 

@@ -15,15 +15,11 @@ ingress bound, (R - 1)/R x size / (a rank's in-link bandwidth).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
-import subprocess
-import sys
 import time
 
-from _results import Capture, record
+from _results import case_row, cases_in_fresh_processes
 
 CASES = {
     "torus32": ("torus 32x32", "1,024 ranks, 25 GB/s links", lambda gen: gen.torus(32, 32)),
@@ -78,21 +74,6 @@ def run_case(key: str) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=list(CASES), action="append", help="run only these cases")
-    parser.add_argument("--json", action="store_true", help="(internal) print one case as JSON")
-    args = parser.parse_args()
-    if args.json:
-        print(json.dumps(run_case(args.case[0])))
-        return
-    with Capture() as out:
-        rows = report(args.case or list(CASES))
-    if not args.case:
-        figures = {key: {k: round(v, 6) if isinstance(v, float) else v for k, v in row.items()} for key, row in rows.items()}
-        record("greedy_scale", ".venv/bin/python benchmarks/greedy_scale.py", out.text, figures)
-
-
 def report(keys: list[str]) -> dict[str, dict]:
     """Run each case in a fresh process and print its row; the rows by case key."""
     rows = {}
@@ -101,8 +82,7 @@ def report(keys: list[str]) -> dict[str, dict]:
         f" {'schedule':>9s} {'peak RSS':>9s} {'vs ingress':>10s}  load"
     )
     for key in keys:
-        out = subprocess.run([sys.executable, __file__, "--json", "--case", key], capture_output=True, text=True, check=True)
-        row = rows[key] = json.loads(out.stdout)
+        row = rows[key] = case_row(__file__, key)
         print(
             f"{row['case']:18s} {row['ranks']:6d} {row['wall_s']:10.1f}s {row['cpu_s']:7.1f}s {row['steps']:6d}"
             f" {row['transfers']:11,d} {row['schedule_mb']:7.0f}MB {row['peak_mb']:7.0f}MB {row['ratio']:10.3f}"
@@ -119,4 +99,4 @@ def report(keys: list[str]) -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    main()
+    cases_in_fresh_processes(__file__, __doc__, list(CASES), run_case, report, "greedy_scale")

@@ -17,15 +17,11 @@ step-synchronous time at 1 GiB over (R - 1)/R x size / (a rank's in-link bandwid
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
-import subprocess
-import sys
 import time
 
-from _results import Capture, record
+from _results import case_row, cases_in_fresh_processes
 
 CASES = {
     "fattree1k": (
@@ -82,8 +78,7 @@ def report(keys: list[str]) -> dict[str, dict]:
         f" {'peak RSS':>9s} {'vs ingress':>10s}  {'levels':12s} waves  load"
     )
     for key in keys:
-        out = subprocess.run([sys.executable, __file__, "--json", "--case", key], capture_output=True, text=True, check=True)
-        row = rows[key] = json.loads(out.stdout)
+        row = rows[key] = case_row(__file__, key)
         dims = "x".join(str(d) for d in row["params"]["dims"])
         print(
             f"{row['case']:18s} {row['ranks']:6d} {row['wall_s']:10.1f}s {row['cpu_s']:7.1f}s {row['steps']:6d}"
@@ -101,20 +96,5 @@ def report(keys: list[str]) -> dict[str, dict]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=list(CASES), action="append", help="run only these cases")
-    parser.add_argument("--json", action="store_true", help="(internal) print one case as JSON")
-    args = parser.parse_args()
-    if args.json:
-        print(json.dumps(run_case(args.case[0])))
-        return
-    with Capture() as out:
-        rows = report(args.case or list(CASES))
-    if not args.case:
-        figures = {key: {k: round(v, 6) if isinstance(v, float) else v for k, v in row.items()} for key, row in rows.items()}
-        record("hierarchical_scale", ".venv/bin/python benchmarks/hierarchical_scale.py", out.text, figures)
-
-
 if __name__ == "__main__":
-    main()
+    cases_in_fresh_processes(__file__, __doc__, list(CASES), run_case, report, "hierarchical_scale")

@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _results import Capture, record
+from _results import Capture, record, run_child
 
 from synth.topology import load_topology
 
@@ -109,27 +109,18 @@ class Row:
 
 def run(case: str, stage: str, args: list[str], cwd: Path, output: str | None, verbose: bool) -> Row:
     """Run one command as a fresh process; its own wall time, CPU time and peak RSS."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        text = out.read().decode("utf-8", "replace")
-        errors = err.read().decode("utf-8", "replace")
+    child = run_child(args, cwd)
+    wall, cpu, peak, code, text, errors = child.wall_s, child.cpu_s, child.peak_mb, child.exit_code, child.stdout, child.stderr
     if verbose:
         print(f"$ {shlex.join(args)}\n{text}{errors}", file=sys.stderr)
     # progress on stderr as each command ends (a 16,384-rank case takes many minutes)
     print(
-        f"  {case} {stage}: {wall:.1f} s wall, {usage.ru_utime + usage.ru_stime:.1f} s CPU, "
-        f"{usage.ru_maxrss / 1024:.0f} MB peak, exit {proc.returncode}",
+        f"  {case} {stage}: {wall:.1f} s wall, {cpu:.1f} s CPU, {peak:.0f} MB peak, exit {code}",
         file=sys.stderr,
         flush=True,
     )
     lines = [line for line in (errors + text).splitlines() if line.strip() and not line.startswith("#")]
-    if args[1] == "simulate" and "--json" in args and proc.returncode == 0:
+    if args[1] == "simulate" and "--json" in args and code == 0:
         lines = [line for line in errors.splitlines() if line.strip()] or ["(JSON)"]
     size = (cwd / output).stat().st_size / 1e6 if output and (cwd / output).is_file() else None
     return Row(
@@ -137,9 +128,9 @@ def run(case: str, stage: str, args: list[str], cwd: Path, output: str | None, v
         stage,
         args,
         wall,
-        usage.ru_utime + usage.ru_stime,
-        usage.ru_maxrss / 1024,  # kB on Linux
-        proc.returncode,
+        cpu,
+        peak,
+        code,
         size,
         lines[-1][:150] if lines else "",
         text,
