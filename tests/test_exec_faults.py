@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .live_processes import live_processes
 
 HAVE_MPI = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is not None
 try:
@@ -31,20 +32,6 @@ TIMEOUT = 2.0
 
 def _shm() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
-def _ours(marker: str) -> list[str]:
-    """Live processes (not zombies) whose command line mentions ``marker``."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z" and int(proc.name) != os.getpid():
-            found.append(f"{proc.name}: {cmdline}")
-    return found
 
 
 def _schedule(tmp_path: Path, name: str = "allreduce-ring.json") -> str:
@@ -86,7 +73,7 @@ def stray_killer():
     markers: list[str] = []
     yield markers.append
     for marker in markers:
-        for line in _ours(marker):
+        for line in live_processes(marker):
             with contextlib.suppress(OSError):
                 os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
 
@@ -105,7 +92,7 @@ class _ShmWatch(threading.Thread):
 
     def run(self) -> None:
         while True:
-            live = _ours(self.marker)
+            live = live_processes(self.marker)
             for line in live:
                 pid = int(line.split(":", 1)[0])
                 self.pids.add(pid)
@@ -125,9 +112,9 @@ def _assert_clean(schedule: str, before: set[str]) -> None:
     """No process of the run is left, and none of the files in /dev/shm it made: the ones its
     processes were seen mapping, and the multiprocessing segments named after its processes."""
     deadline = time.monotonic() + 5
-    while _ours(schedule) and time.monotonic() < deadline:
+    while live_processes(schedule) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _ours(schedule) == []
+    assert live_processes(schedule) == []
     watch = _WATCHES.pop(schedule)
     watch.join(timeout=10)
     made = watch.names | {n for n in _shm() - before if any(n.startswith(f"synth-exec-{pid}-") for pid in watch.pids)}
@@ -262,7 +249,7 @@ def _rank_process(marker: str, rank: int, timeout: float = 120.0) -> int:
     deadline = time.monotonic() + timeout
     first_seen = None
     while time.monotonic() < deadline:
-        candidates = [int(line.split(":", 1)[0]) for line in _ours(marker) if "synth.exec.mpi" in line]
+        candidates = [int(line.split(":", 1)[0]) for line in live_processes(marker) if "synth.exec.mpi" in line]
         candidates = [pid for pid in candidates if _environ(pid).get("PMI_RANK") == str(rank)]
         children = [pid for pid in candidates if _parent(pid) in candidates]
         if children:

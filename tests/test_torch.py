@@ -28,6 +28,7 @@ from synth.schedule import load_schedule
 from synth.topology import topology_to_json
 
 from .conftest import REPO
+from .live_processes import live_processes
 from .torch_job import run_job
 from .torch_schedules import schedules, topology_file
 
@@ -152,20 +153,6 @@ def _run(tmp_path: Path, *args: str, fault: str | None = None, timeout: float = 
     return done
 
 
-def _left(marker: str) -> list[str]:
-    """Live processes whose command line mentions ``marker``."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            found.append(cmdline)
-    return found
-
-
 def test_synth_run_backend_torch_compares_with_pytorch(tmp_path):
     done = _run(tmp_path, "--size", "8,64K", "-d", "float32,int32", "-o", "sum,max", "--compare-native", "-n", "3", "-w", "1")
     assert done.returncode == 0, done.stderr
@@ -187,7 +174,7 @@ def test_a_failing_rank_ends_the_run_naming_rank_and_step(tmp_path, kind):
     expected = {"kill": "killed by SIGKILL", "hang": "made no progress for 3 s", "crash": "InjectedFault"}[kind]
     assert expected in lines[0]
     assert time.monotonic() - began < 120
-    assert _left(done.marker) == []  # type: ignore[attr-defined]
+    assert live_processes(done.marker) == []  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow
