@@ -149,3 +149,36 @@ def test_builder_keeps_steps_already_in_order_and_sorts_others():
         results.append(builder.build())
     assert results[0] == results[1]
     assert results[0].src.tolist() == [0, 0, 0, 1, 1, 3] and results[0].route.tolist() == [0, 0, 0, 0, 1, 0]
+
+
+@pytest.mark.parametrize("reserve", [None, 5, 9, 10, 11, 40])
+def test_builder_reserve_is_a_hint_only(reserve):
+    """With room reserved for exactly the transfers added, `build` sorts the one block in place and
+    hands it over (no copy); any other count grows and copies as without it. The schedule is the
+    same either way: steps sorted, routes renumbered in sorted order, empty steps dropped or kept."""
+    from synth.schedule import ScheduleBuilder
+
+    c = Collective("allgather", 4, 1)
+    steps = [
+        [(3, 2, 3, "copy", ("sw-b",)), (0, 1, 0), (1, 0, 1, "copy", ("sw-a",))],
+        [],
+        [(0, 2, 0), (0, 1, 2, "copy", ("sw-b",))],
+        [(2, 3, 1), (1, 3, 2, "copy", ("sw-a",)), (0, 3, 3), (2, 0, 2), (1, 2, 1, "copy", ("sw-b",))],
+    ]
+    for drop_empty in (True, False):
+        built = []
+        for hint in (None, reserve):
+            builder = ScheduleBuilder(c, topology_name="t", topology_sha256="x")
+            if hint is not None:
+                builder.reserve(hint)
+            for step in steps:
+                builder.add_step(step)
+            built.append(builder.build(drop_empty=drop_empty))
+        plain, hinted = built
+        assert plain == hinted and plain.routes == hinted.routes == ((), ("sw-a",), ("sw-b",))
+        assert hinted.num_transfers == 10 and hinted.num_steps == (3 if drop_empty else 4)
+        assert not hinted.src.flags.writeable and hinted.src.flags.owndata
+        for step in range(hinted.num_steps):
+            sl = hinted.step_slice(step)
+            keys = list(zip(hinted.src[sl].tolist(), hinted.dst[sl].tolist(), hinted.chunk[sl].tolist()))
+            assert keys == sorted(keys)

@@ -1,5 +1,6 @@
 """Bit and flag scans over 64-bit words: rows of booleans packed as bits (the bitset proposals'
-candidate matrices), and rows of byte flags read eight at a time (the windowed pointers)."""
+candidate matrices), rows of byte flags read eight at a time (the windowed pointers), and bit
+planes read and written at scattered places (the windowed scan's per-(rank, chunk) state)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,39 @@ def first_true(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lowest = word & (~word + np.uint64(1))  # a power of two: log2 is exact
     byte = np.log2(np.maximum(lowest, np.uint64(1)).astype(np.float64)).astype(np.int64) >> 3
     return word != 0, at * 8 + byte
+
+
+def bit_plane(bools: np.ndarray, row_bits: int) -> np.ndarray:
+    """A [rows, columns] boolean matrix as one flat bit array, ``row_bits`` (a multiple of 8, at
+    least the columns) bits per row, bit ``row * row_bits + column`` being bit ``column % 8`` of
+    its byte: eight times smaller than the booleans, so scattered reads stay in the cache."""
+    rows, columns = bools.shape
+    padded = np.zeros((rows, row_bits), dtype=bool)
+    padded[:, :columns] = bools
+    return np.packbits(padded, axis=1, bitorder="little").reshape(-1)
+
+
+def read_bits(plane: np.ndarray, index: np.ndarray, *, invert: bool = False) -> np.ndarray:
+    """The bits of a `bit_plane` at the bit indices ``index`` (any shape), as booleans (their
+    negation with ``invert``), C-contiguous."""
+    shift = (index & 7).astype(np.uint8)
+    bits = (np.take(plane, index >> 3) >> shift) & np.uint8(1)
+    if invert:
+        bits ^= np.uint8(1)
+    return bits.view(bool)
+
+
+def write_bits(plane: np.ndarray, index: np.ndarray, value: bool) -> None:
+    """Set (``value``) or clear the bits of a `bit_plane` at the distinct bit indices ``index``.
+    Bits sharing a byte are written by one read-modify-write each; where several land in one
+    byte only one write sticks, so the others are written again until every bit holds."""
+    byte = index >> 3
+    mask = np.left_shift(np.uint8(1), (index & 7).astype(np.uint8))
+    while byte.size:
+        if value:
+            plane[byte] = plane[byte] | mask
+            lost = (plane[byte] & mask) == 0
+        else:
+            plane[byte] = plane[byte] & ~mask
+            lost = (plane[byte] & mask) != 0
+        byte, mask = byte[lost], mask[lost]

@@ -55,6 +55,10 @@ def disseminate(
     route_ids = np.array([builder.route_id(channels.via_names(i)) for i in range(channels.count)], dtype=np.int64)
     clock = None if limit is None else StepClock(topology, channels, shared.links.link_table)
     total = shared.remaining
+    # rarest first, every transfer is a delivery: the builder then holds the columns in one
+    # block and hands it to the schedule without a copy (chunks with one destination may take
+    # more transfers than deliveries; the builder then grows as without the hint)
+    builder.reserve(total)
     while shared.remaining:
         chans, chunks = engine.step()
         if chans.size == 0:

@@ -17,7 +17,7 @@ from enum import IntFlag
 
 import numpy as np
 
-from synth.algorithms.engines.greedy_engine.bitwords import first_true
+from synth.algorithms.engines.greedy_engine.bitwords import bit_plane, first_true, read_bits, write_bits
 from synth.algorithms.engines.greedy_engine.options import EngineOptions
 from synth.algorithms.engines.greedy_engine.proposer import Proposals, RarestFirstProposer, preference
 from synth.algorithms.engines.greedy_engine.state import SharedState
@@ -25,8 +25,10 @@ from synth.collective import Collective
 
 
 class ChunkState(IntFlag):
-    """What the windowed scan knows of one (rank, chunk), one byte each (`WindowProposer.flags`).
-    A chunk can be proposed to a rank exactly when its flags are ``LACKING`` alone."""
+    """What the windowed scan knows of one (rank, chunk). A chunk can be proposed to a rank
+    exactly when its state is ``LACKING`` alone. `WindowProposer` stores the two questions it asks
+    as bit planes (`bitwords.bit_plane`), a bit per (rank, chunk): ``proposable`` (``LACKING``
+    alone) and ``held`` (``HELD``); ``LACKING | ARRIVING`` is neither."""
 
     #: The rank holds the chunk: it started with it, or the chunk landed at the end of an earlier
     #: step. Set alone when a transfer lands (it clears the other two).
@@ -38,13 +40,6 @@ class ChunkState(IntFlag):
     LACKING = 4
 
 
-# numpy takes an IntFlag for an int64 array scalar and compares or stores a uint8 array through
-# int64 (several times slower): the hot paths use these plain ints
-_HELD = int(ChunkState.HELD)
-_LACKING = int(ChunkState.LACKING)
-_LACKING_ARRIVING = int(ChunkState.LACKING | ChunkState.ARRIVING)
-
-
 class WindowProposer(RarestFirstProposer):
     """The windowed scan's state (r ranks, g chunks, every row padded with the sentinel g):
 
@@ -52,14 +47,17 @@ class WindowProposer(RarestFirstProposer):
       first), then g; ``count``: how many each rank holds.
     - ``ptr``: per channel, the oldest arrival of its source that its destination may still lack
       (moved forward by `prepare`).
-    - ``missing``: [r, g + 1] the rank does not hold the chunk (what the pointers skip over).
-    - ``flags``: [r, g + 1] `ChunkState` bytes (0 for the sentinel).
+    - ``held`` and ``proposable``: `ChunkState` as two bit planes of ``row_bits`` bits per rank
+      (`bitwords.bit_plane`; the sentinel is neither): the rank holds the chunk (the pointers
+      skip what a destination holds), or lacks it with nothing on its way (what may be
+      proposed). At 4,096 ranks a byte per (rank, chunk) is 16.8 MB, which scattered reads
+      take from memory; a bit is 2.1 MB, which they mostly find in the cache.
     - ``window``/``newest``: oldest-first and newest-first arrivals looked at per channel; with at
       most ``exact_chunks`` chunks, every one (``window`` = g, ``newest`` = 0).
 
-    Flat indices into these arrays fit in 32 bits unless the collective is huge: ``arrival_stride``
-    and ``flag_stride`` are the row lengths, ``src_index``/``dst_index`` the channels' ends in the
-    same integer type.
+    Flat indices into these arrays fit in 32 bits unless the collective is huge: ``arrival_stride``,
+    ``row_bits`` and ``flag_stride`` (`SharedState.cluster_hold`'s) are the row lengths,
+    ``src_index``/``dst_index`` the channels' ends in the same integer type.
     """
 
     def __init__(self, shared: SharedState, collective: Collective, options: EngineOptions):
@@ -70,6 +68,7 @@ class WindowProposer(RarestFirstProposer):
         self.newest = 0 if g <= options.exact_chunks else window
         pad = max(options.advance_span, self.window + self.newest)
         self.arrival_stride, self.flag_stride = g + pad, g + 1
+        self.row_bits = -(-(g + 1) // 8) * 8
         index = np.int32 if r * (g + pad) < 2**31 else np.int64
         self.src_index, self.dst_index = ch.src.astype(index), ch.dst.astype(index)
         self.ptr = np.zeros(ch.count, dtype=index)
@@ -78,10 +77,10 @@ class WindowProposer(RarestFirstProposer):
         self.arrivals = np.full((r, g + pad), g, dtype=np.int32)
         rows, cols = np.nonzero(holds)
         self.arrivals[rows, np.arange(rows.size) - np.searchsorted(rows, rows)] = cols
-        self.missing = np.ones((r, g + 1), dtype=bool)
-        self.missing[:, :g] = ~holds
-        self.flags = np.zeros((r, g + 1), dtype=np.uint8)
-        self.flags[:, :g] = holds.astype(np.uint8) * _HELD | shared.lacking.astype(np.uint8) * _LACKING
+        self.held = bit_plane(holds, self.row_bits)
+        self.proposable = bit_plane(shared.lacking, self.row_bits)
+        self._step_cost_key: tuple[int, type] | None = None
+        self._step_cost = np.zeros(0, dtype=np.int64)
 
     def prepare(self, alive: np.ndarray, chunk_noise: np.ndarray) -> None:
         self._advance(alive)
@@ -91,14 +90,14 @@ class WindowProposer(RarestFirstProposer):
         """Move the oldest-first pointers of ``chans`` past the chunks their destinations hold."""
         src, dst = self.src_index[chans], self.dst_index[chans]
         head = np.take(self.arrivals, src * self.arrival_stride + self.ptr[chans])
-        todo = chans[~np.take(self.missing, dst * self.flag_stride + head)]
+        todo = chans[read_bits(self.held, dst * self.row_bits + head)]
         width = 8  # most pointers move a few places: look a little ahead first, then further
         while todo.size:
             src, dst = self.src_index[todo], self.dst_index[todo]
             at = self.ptr[todo]
             pos = (src * self.arrival_stride + at)[:, None] + np.arange(width, dtype=at.dtype)[None, :]
             # the sentinel after a rank's last arrival is missing everywhere: every row stops there
-            fresh = np.take(self.missing, dst[:, None] * self.flag_stride + np.take(self.arrivals, pos))
+            fresh = read_bits(self.held, dst[:, None] * self.row_bits + np.take(self.arrivals, pos), invert=True)
             found, first = first_true(fresh)
             self.ptr[todo] = at + np.where(found, first, width)
             todo = todo[~found]
@@ -122,7 +121,7 @@ class WindowProposer(RarestFirstProposer):
             pos[self.window :] = (row_start + tail)[None, :] + np.arange(self.newest, dtype=ptr.dtype)[:, None]
         # past a rank's arrivals is the sentinel chunk g, whose flags are 0
         chunk = np.take(self.arrivals, pos)
-        ok = np.take(self.flags, dst[None, :] * self.flag_stride + chunk) == _LACKING  # nothing on its way
+        ok = read_bits(self.proposable, dst[None, :] * self.row_bits + chunk)  # lacking, nothing on its way
         # the same choice as `BitsetProposer._best_bits`: the largest neighbourhood the chunk is
         # new to (its tier; depth: none), then rarity. A channel without a neighbourhood at some
         # tier looks at the extra row of `SharedState.cluster_hold`, which holds everything.
@@ -131,15 +130,21 @@ class WindowProposer(RarestFirstProposer):
         g1 = g + 1
         invalid = (depth + 1) * g1
         cost_type = np.int32 if invalid < 2**31 else np.int64
-        tier = np.full(chunk.shape, depth, dtype=cost_type)
+        # the tier of every chunk is `depth` (new to no neighbourhood) unless a neighbourhood of
+        # the destination lacks it: then the cost is that tier's place plus its rarity
+        cost = np.take(self._rarity_cost(depth * g1, cost_type), chunk)
+        tier: np.ndarray | None = None
         for t in range(depth - 1, -1, -1):  # from the smallest neighbourhood out: the last hit is the largest
             cl = tiers[:, t]
             if shared.num_clusters == 0 or cl.max() < 0:
                 continue
+            if tier is None:
+                tier = np.full(chunk.shape, depth, dtype=cost_type)
             cl = np.where(cl >= 0, cl, shared.num_clusters)[None, :]
             np.putmask(tier, ~np.take(shared.cluster_hold, cl * self.flag_stride + chunk), t)
-        cost = tier * g1 + np.take(self.rarity, chunk)
-        cost[~ok] = invalid
+        if tier is not None:
+            cost = (tier - depth) * g1 + cost
+        np.putmask(cost, ~ok, invalid)
         # a window holds each chunk once, so a channel's valid costs differ: the j-th smallest
         # value says which chunk it is (rarity place and tier), and removing it by value is exact
         rows, costs = [], []
@@ -159,15 +164,31 @@ class WindowProposer(RarestFirstProposer):
         score = preference(at, tier, shared.rungs[chans[row]], depth, g)
         return Proposals(row, self.rarity_order[at], score, into, has)
 
+    def _rarity_cost(self, base: int, cost_type: type) -> np.ndarray:
+        """``base`` plus every chunk's place in rarity order (the sentinel's: g), in the cost
+        type, for this step (the order changes once per step, proposals many times)."""
+        key = (base, cost_type)
+        if self._step_cost_key != key:
+            self._step_cost = (self.rarity + base).astype(cost_type)
+            self._step_cost_key = key
+        return self._step_cost
+
+    def rank_rarity(self, chunk_noise: np.ndarray) -> None:
+        super().rank_rarity(chunk_noise)
+        self._step_cost_key = None
+
     def accept(self, dst: np.ndarray, chunks: np.ndarray, entered: tuple[np.ndarray, np.ndarray] | None) -> None:
-        self.flags[dst, chunks] = _LACKING_ARRIVING  # every proposal was for a chunk lacking, now arriving
+        # every proposal was for a chunk lacking, now arriving
+        write_bits(self.proposable, dst * self.row_bits + chunks, False)
 
     def deliver(self, dst: np.ndarray, chunks: np.ndarray, needed: np.ndarray) -> None:
         g = self.shared.g
-        self.flags[dst, chunks] = _HELD
-        self.missing[dst, chunks] = False
-        order = np.argsort(dst * g + chunks)  # a rank's new chunks arrive in chunk order
-        d, c = dst[order], chunks[order]
-        self.arrivals[d, self.count[d] + (np.arange(d.size) - np.searchsorted(d, d))] = c
+        write_bits(self.held, dst * self.row_bits + chunks, True)  # no longer proposable since accepted
+        # a rank's new chunks arrive in chunk order: (rank, chunk) pairs are distinct, so sorting
+        # their keys orders them as sorting the pairs would
+        key = np.sort((dst * g + chunks).astype(self.src_index.dtype))
+        d = key // g
+        c = (key - d * g).astype(self.arrivals.dtype)
+        self.arrivals[d, self.count[d] + (np.arange(d.size, dtype=d.dtype) - np.searchsorted(d, d).astype(d.dtype))] = c
         self.count += np.bincount(d, minlength=self.shared.r).astype(self.count.dtype)
         super().deliver(dst, chunks, needed)

@@ -94,8 +94,8 @@ class SharedState:
         self.ch = channels
         r, g = collective.num_ranks, collective.num_chunks
         self.r, self.g = r, g
-        self.holds = collective.initial_holders()
-        self.lacking = collective.required() & ~self.holds
+        self.holds = np.ascontiguousarray(collective.initial_holders())
+        self.lacking = np.ascontiguousarray(collective.required() & ~self.holds)
         self.lack_count = self.lacking.sum(axis=1)
         self.remaining = int(self.lack_count.sum())
         cap, _ = link_capacity(topology, channels, quantum)
@@ -124,9 +124,10 @@ class SharedState:
     def deliver(self, dst: np.ndarray, chunks: np.ndarray) -> np.ndarray:
         """Land the step's transfers: ``dst[i]`` now holds ``chunks[i]``. Returns which of them
         the destination needed."""
-        self.holds[dst, chunks] = True
-        needed = self.lacking[dst, chunks]
-        self.lacking[dst, chunks] = False
+        flat = dst * self.g + chunks  # one flat index for both (rank, chunk) matrices
+        np.put(self.holds, flat, True)
+        needed = np.take(self.lacking, flat)
+        np.put(self.lacking, flat, False)
         self.remaining -= int(needed.sum())
         self.lack_count -= np.bincount(dst[needed], minlength=self.r)
         return needed
