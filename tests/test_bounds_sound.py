@@ -357,3 +357,48 @@ def test_random_schedules_on_builtins(builtin, name):
         schedule = random_schedule(topo, kind, rng)
         check(schedule, topo)
         assert_sound(schedule, topo, f"random schedule {name} {kind.value}")
+
+
+# ============================================================================ machines of several levels
+def multilevel_machines() -> list[Topology]:
+    """Small machines whose ranks fall into hosts, racks or groups, where the steps-volume bound
+    (docs/bounds.md) has partitions with a slow α between parts."""
+    from synth import generators as gen
+
+    return [
+        gen.multihost(hosts=3, gpus=2, nic="host", nic_bandwidth=12.5, name="mh-host-nic"),
+        gen.multihost(hosts=2, gpus=3, fabric="pcie", nic="gpu", name="mh-pcie"),
+        gen.fattree(racks=2, servers=2, gpus=2, name="ft-2x2x2"),
+        gen.dragonfly(groups=3, routers=2, ranks_per_router=1, name="df-3x2"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_steps_volume_holds_on_multilevel_machines(index):
+    """Random valid schedules of every collective and every method's schedule, with random roots
+    and chunk counts, on machines of several levels: none beats the bound (steps-volume included,
+    and binding at some size for broadcast and allreduce on the multi-host ones)."""
+    topo = multilevel_machines()[index]
+    rng = random.Random(index)
+    r = topo.num_ranks
+    for kind in Kind:
+        assert (
+            "steps-volume"
+            in bound_model(topo, kind, 0 if kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER) else None).names
+        )
+        for _ in range(3):
+            schedule = random_schedule(topo, kind, rng)
+            check(schedule, topo)
+            assert_sound(schedule, topo, f"random schedule {topo.name} {kind.value}")
+        for method in (m for m in METHODS if m not in ("ilp", "auto")):
+            if not METHODS[method].serves(kind):
+                continue
+            root = rng.randrange(r) if kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER) else None
+            chunks = rng.choice([None, 2])
+            if chunks is not None and kind is Kind.ALLREDUCE and method in ("ring", "direct", "recursive-halving"):
+                chunks = r * chunks
+            try:
+                schedule = synthesize(topo, kind, method, root=root, chunks=chunks)
+            except NotApplicable:
+                continue
+            assert_sound(schedule, topo, f"{topo.name} {kind.value} {method} root {root}")
