@@ -56,11 +56,13 @@ LAYERED_CLOSE = 0.02
 #: the crossing-steps bound is built for a cut whose crossing α is at least this many × α_min
 CROSSING_MIN_RATIO = 1.5
 #: the steps-volume bound solves the time-expanded LP of the contracted machine for partitions of
-#: at most this many parts, for these counts of steps between parts, within this many LP columns
-#: per model (each LP at most `LAYERED_MAX_VARIABLES`)
+#: at most this many parts, for these counts of steps between parts, each LP of at most
+#: `STEPS_LP_MAX_VARIABLES` columns and all of one model's at most `STEPS_LP_BUDGET` (three steps
+#: between the 16 servers of fattree-4rack for broadcast: about 1 s of CPU in all)
 STEPS_LP_MAX_PARTS = 16
 STEPS_LP_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 13, 16)
-STEPS_LP_BUDGET = 40_000
+STEPS_LP_MAX_VARIABLES = 14_000
+STEPS_LP_BUDGET = 60_000
 
 
 # ============================================================================ results
@@ -866,7 +868,7 @@ def _contracted_lps(
 ) -> tuple[list[tuple[int, float]], int]:
     """β'_k for k = 1, 2, … crossing steps (`STEPS_LP_COUNTS`): the time-expanded LP of the
     machine with each part contracted to one rank, while one LP has at most
-    `LAYERED_MAX_VARIABLES` columns and all of a model's at most `STEPS_LP_BUDGET`; stops when
+    `STEPS_LP_MAX_VARIABLES` columns and all of a model's at most `STEPS_LP_BUDGET`; stops when
     β'_k meets the partition's cut volumes (more steps cannot gain). Returns [(k, β'_k)] and the
     columns spent."""
     small = an.contraction(part)
@@ -883,7 +885,7 @@ def _contracted_lps(
             out.append((k, math.inf))
             continue
         size = layered.lp_variables(cspec, lay, topo.num_ranks, k)
-        if size > LAYERED_MAX_VARIABLES or spent + size > STEPS_LP_BUDGET:
+        if size > STEPS_LP_MAX_VARIABLES or spent + size > STEPS_LP_BUDGET:
             break
         spent += size
         result = an.contracted_layered((*key, part, k), topo, cspec, lay, k)
