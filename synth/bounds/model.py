@@ -63,6 +63,8 @@ STEPS_LP_MAX_PARTS = 16
 STEPS_LP_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 13, 16)
 STEPS_LP_MAX_VARIABLES = 14_000
 STEPS_LP_BUDGET = 60_000
+#: ... and stops when one more step count gains less than this fraction
+STEPS_LP_GAIN = 0.01
 
 
 # ============================================================================ results
@@ -869,8 +871,9 @@ def _contracted_lps(
     """β'_k for k = 1, 2, … crossing steps (`STEPS_LP_COUNTS`): the time-expanded LP of the
     machine with each part contracted to one rank, while one LP has at most
     `STEPS_LP_MAX_VARIABLES` columns and all of a model's at most `STEPS_LP_BUDGET`; stops when
-    β'_k meets the partition's cut volumes (more steps cannot gain). Returns [(k, β'_k)] and the
-    columns spent."""
+    β'_k comes within `LAYERED_CLOSE` of the partition's cut volumes or gains less than
+    `STEPS_LP_GAIN` over the step count before (the tail line, with the cut volumes, covers the
+    rest: stopping early only weakens the bound). Returns [(k, β'_k)] and the columns spent."""
     small = an.contraction(part)
     if small is None:
         return [], spent
@@ -891,9 +894,12 @@ def _contracted_lps(
         result = an.contracted_layered((*key, part, k), topo, cspec, lay, k)
         if result is None:
             break
+        previous = out[-1][1] if out else math.inf
         out.append((k, result.us_per_byte))
-        if result.us_per_byte <= many * (1 + 1e-9):
-            break  # more steps cannot go below the cut volumes
+        if result.us_per_byte <= many * (1 + LAYERED_CLOSE):
+            break  # more steps could gain at most that fraction over the cut volumes
+        if result.us_per_byte >= previous * (1 - STEPS_LP_GAIN):
+            break  # the LP has stopped gaining from more steps: leave the rest to the cut volumes
     return out, spent
 
 
