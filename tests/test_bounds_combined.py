@@ -273,6 +273,23 @@ def test_fattree_broadcast_steps_volume_by_racks():
     assert term.time_us(size) > lower_bounds(topo, Kind.BROADCAST, size).bound("cut-latency").time_us
 
 
+@pytest.mark.parametrize("size", [1 << 24, 1 << 30])
+def test_root_pipeline_on_an_nvswitch_box(size):
+    """dgx-a100 broadcast: the root's 300 GB/s carry the data out in N steps, and whichever step
+    sends the most (>= n/N) leaves 6/7 of it to be taken in again: >= N x 0.7 us + (1 + 6/(7N)) x
+    n / 300 GB/s, whose smallest value over real N is n/B + 2 sqrt(6/7 x 0.7 us x n/B) (whole
+    step counts, and the grid of them beyond 32, move it a little). Methods' broadcasts stay above."""
+    topo = get_topology("dgx-a100")
+    n_over_b = size / 300e3
+    term = bound_model(topo, Kind.BROADCAST, 0).term("root-pipeline")
+    smooth = n_over_b + 2 * (6 / 7 * 0.7 * n_over_b) ** 0.5
+    assert smooth * 0.995 <= term.time_us(size) <= smooth * 1.01
+    assert term.time_us(size) > lower_bounds(topo, Kind.BROADCAST, size).bound("ingress").time_us
+    for method in ("pipelined-tree", "packing", "ring"):
+        schedule = synthesize(topo, Kind.BROADCAST, method, root=0)
+        assert cost(schedule, topo, size) >= term.time_us(size)
+
+
 # ============================================================================ steps
 def test_allreduce_in_diameter_steps_on_a_ring_of_four():
     """Diameter 2; each rank's final value must be a disjoint union of its neighbours' values

@@ -865,6 +865,54 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
     )
 
 
+def _root_pipeline_term(topology: Topology, c: Collective, an: _Analysis, steps: int, alpha_min: float) -> BoundTerm | None:
+    """Broadcast: the root's data leaves the root's region U (egress C_U) in N ≥ 1 steps, x_j bytes
+    in step j; the m = R − 1 other ranks' regions V_i (ingress C_i) hold after step k only what
+    had left U before it or came from U in step k, so for every k the bandwidth part is at least
+    (n + (m − 1)/m · x_k)/B with B = max(C_U, ΣC_i/m), and some x_k ≥ n/N. Hence time ≥
+    max(N, H)·α_min + (1 + (m − 1)/(m·N))·n/B for some N (docs/bounds.md, `root-pipeline`)."""
+    r, root = c.num_ranks, c.root
+    if c.kind is not Kind.BROADCAST or r < 3:
+        return None
+    egress = an.egress()[root]
+    others = [v for v in range(r) if v != root]
+    regions = [an.ingress()[v] for v in others]
+    disjoint = all(not (cut.nodes & egress.nodes) for cut in regions) and sum(len(cut.nodes) for cut in regions) == len(
+        frozenset().union(*(cut.nodes for cut in regions))
+    )
+    total = sum(cut.bandwidth for cut in regions) if disjoint else sum(topology.rank_ingress(v) for v in others)
+    m = r - 1
+    rate = max(egress.bandwidth, total / m)
+    if rate <= 0:
+        return None
+    per_byte = 1.0 / (rate * _BYTES_PER_US)
+    counts = sorted({*range(1, 33), *(int(32 * 1.15**i) for i in range(1, 80))})
+    lines = []
+    previous = 0
+    for n in counts:
+        low = previous + 1
+        previous = n
+        slope = (1 + (m - 1) / (m * n)) * per_byte
+        lines.append(
+            Line(
+                max(low, steps) * alpha_min,
+                slope,
+                f"{low if low == n else f'{low}..{n}'} step(s) out of the root's region: >= {max(low, steps)} x {alpha_min:g} us "
+                f"+ (1 + {m - 1}/({m} x {n})) x size over {_gbps(rate)}",
+            )
+        )
+    lines.append(Line(max(previous + 1, steps) * alpha_min, per_byte, f"more than {previous} steps: size over {_gbps(rate)}"))
+    return BoundTerm(
+        "root-pipeline",
+        per_byte,
+        steps * alpha_min,
+        f"the root's data leaves it in N steps and every other rank still needs what had not left before the step that "
+        f"sent it the most: (1 + (R-2)/((R-1) N)) x size over {_gbps(rate)}, + N steps",
+        tuple(lines),
+        "min",
+    )
+
+
 def _contracted_lps(
     an: _Analysis, key: tuple, part: tuple[int, ...], spec: layered.FlowSpec, many: float, spent: int
 ) -> tuple[list[tuple[int, float]], int]:
@@ -1297,6 +1345,9 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         steps_volume = _steps_volume_term(topology, c, an, steps, facts.min_transfer_alpha)
         if steps_volume is not None:
             terms.append(steps_volume)
+        root_pipeline = _root_pipeline_term(topology, c, an, steps, facts.min_transfer_alpha)
+        if root_pipeline is not None:
+            terms.append(root_pipeline)
         if r <= LAYERED_MAX_RANKS:
             terms.append(_time_expanded_term(topology, c, an, steps, facts.min_transfer_alpha, bandwidth))
             crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)
