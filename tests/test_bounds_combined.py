@@ -224,6 +224,72 @@ def test_contracted_bound_is_met_by_reduce_and_broadcast_over_boxes():
     assert bound <= t < 1.1 * bound
 
 
+def test_four_boxes_broadcast_steps_volume_is_met():
+    """steps-volume on the four boxes, broadcast of 64 KiB: a step between boxes lasts >= 3.7 µs
+    (GPU, NVSwitch, NIC, core and back); one such step sends 3 x size out of the root's box over
+    its 12 GB/s NIC (3.7 + 16.4 µs), two cost 7.4 µs plus the contracted LP's 1.5 x size / 12 GB/s
+    (a quarter to each other box, then they swap and the root sends the last quarter), three or
+    more at least 11.1 µs + size / 12 GB/s. A schedule with those two steps and one inside the
+    boxes costs the bound plus that last step."""
+    topo = four_boxes()
+    size = 64 << 10
+    report = lower_bounds(topo, Kind.BROADCAST, size, root=0)
+    nic = size / 12e3
+    expected = 2 * 3.7 + 1.5 * nic
+    assert report.bound("steps-volume").time_us == pytest.approx(expected, rel=1e-6)
+    assert "2 step(s) between parts" in report.bound("steps-volume").explanation
+    assert report.bound("cut-latency").time_us == pytest.approx(3.7 + nic)
+    net = {b: (f"nvs{b}", f"nic{b}", "core") for b in range(4)}
+
+    def across(a: int, b: int, chunk: int) -> Transfer:
+        return Transfer(a, b, chunk, "copy", (*net[a // 2], f"nic{b // 2}", f"nvs{b // 2}"))
+
+    def inside(a: int, b: int, chunk: int) -> Transfer:
+        return Transfer(a, b, chunk, "copy", (f"nvs{a // 2}",))
+
+    leaders = (2, 4, 6)
+    plan = [
+        [across(0, 2, 1), across(0, 4, 2), across(0, 6, 3)] + [inside(0, 1, q) for q in range(4)],
+        [across(0, g, 0) for g in leaders]
+        + [across(g, h, g // 2) for g in leaders for h in leaders if h != g]
+        + [inside(g, g + 1, g // 2) for g in leaders],
+        [inside(g, g + 1, q) for g in leaders for q in range(4) if q != g // 2],
+    ]
+    schedule = schedule_from_steps(Collective(Kind.BROADCAST, 8, 4, 0), plan, topology=topo)
+    check(schedule, topo)
+    t = cost(schedule, topo, size)
+    assert t == pytest.approx(expected + 0.7 + 0.75 * size / 100e3)
+    assert report.time_us <= t
+
+
+def test_fattree_broadcast_steps_volume_by_racks():
+    """fattree-4rack (docs/bounds.md, `steps-volume`): between racks a step lasts >= 4 µs; one
+    such step sends 3 x 1 MiB out of the root's rack over its 400 GB/s of uplinks, two or more pay
+    8 µs and 1 MiB over a rack's 400 GB/s at least."""
+    topo = get_topology("fattree-4rack")
+    size = 1 << 20
+    term = bound_model(topo, Kind.BROADCAST, 0).term("steps-volume")
+    assert term.time_us(size) >= min(4.0 + 3 * size / 400e3, 8.0 + size / 400e3) - 1e-9
+    assert term.time_us(size) > lower_bounds(topo, Kind.BROADCAST, size).bound("cut-latency").time_us
+
+
+@pytest.mark.parametrize("size", [1 << 24, 1 << 30])
+def test_root_pipeline_on_an_nvswitch_box(size):
+    """dgx-a100 broadcast: the root's 300 GB/s carry the data out in N steps, and whichever step
+    sends the most (>= n/N) leaves 6/7 of it to be taken in again: >= N x 0.7 us + (1 + 6/(7N)) x
+    n / 300 GB/s, whose smallest value over real N is n/B + 2 sqrt(6/7 x 0.7 us x n/B) (whole
+    step counts, and the grid of them beyond 32, move it a little). Methods' broadcasts stay above."""
+    topo = get_topology("dgx-a100")
+    n_over_b = size / 300e3
+    term = bound_model(topo, Kind.BROADCAST, 0).term("root-pipeline")
+    smooth = n_over_b + 2 * (6 / 7 * 0.7 * n_over_b) ** 0.5
+    assert smooth * 0.995 <= term.time_us(size) <= smooth * 1.01
+    assert term.time_us(size) > lower_bounds(topo, Kind.BROADCAST, size).bound("ingress").time_us
+    for method in ("pipelined-tree", "packing", "ring"):
+        schedule = synthesize(topo, Kind.BROADCAST, method, root=0)
+        assert cost(schedule, topo, size) >= term.time_us(size)
+
+
 # ============================================================================ steps
 def test_allreduce_in_diameter_steps_on_a_ring_of_four():
     """Diameter 2; each rank's final value must be a disjoint union of its neighbours' values

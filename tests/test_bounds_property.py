@@ -80,3 +80,46 @@ def test_combined_bounds_refine_the_simple_ones(topology, kind):
         for term in model.terms:
             assert term.time_us(size) >= term.us_per_byte * size + term.latency_us - 1e-12
         assert model.time_us(size) >= max(t.time_us(size) for t in simple)
+
+
+def multilevel_machines():
+    """Machines of several hosts (NIC per GPU or per host, NVSwitch or PCIe inside) and small
+    fat-trees: the partitions of the steps-volume bound (docs/bounds.md) have a slow α between
+    their parts there."""
+    from synth import generators as gen
+
+    return st.one_of(
+        st.builds(
+            lambda h, g, nic, fabric, bw: gen.multihost(hosts=h, gpus=g, nic=nic, fabric=fabric, nic_bandwidth=bw),
+            st.integers(2, 3),
+            st.integers(1, 3),
+            st.sampled_from(["gpu", "host"]),
+            st.sampled_from(["nvswitch", "pcie"]),
+            st.sampled_from([12.5, 50.0]),
+        ),
+        st.builds(
+            lambda r, s: gen.fattree(racks=r, servers=s, gpus=2, oversubscription=4.0),
+            st.integers(2, 3),
+            st.integers(1, 2),
+        ),
+    )
+
+
+@SETTINGS
+@given(topology=multilevel_machines(), kind=st.sampled_from(list(Kind)), seed=st.integers(0, 2**16))
+def test_no_random_schedule_beats_the_bound_on_multilevel_machines(topology, kind, seed):
+    schedule = random_schedule(topology, kind, random.Random(seed))
+    check(schedule, topology)
+    assert_no_faster(schedule, topology, f"random {kind.value} schedule on {topology.name}")
+
+
+@SETTINGS
+@given(
+    topology=multilevel_machines(),
+    kind=st.sampled_from(list(Kind)),
+    method=st.sampled_from(METHOD_NAMES),
+    chunks=st.sampled_from([None, 2, 3]),
+    data=st.data(),
+)
+def test_no_method_beats_the_bound_on_multilevel_machines(topology, kind, method, chunks, data):
+    test_no_method_beats_the_bound.hypothesis.inner_test(topology, kind, method, chunks, data)

@@ -357,3 +357,58 @@ def test_random_schedules_on_builtins(builtin, name):
         schedule = random_schedule(topo, kind, rng)
         check(schedule, topo)
         assert_sound(schedule, topo, f"random schedule {name} {kind.value}")
+
+
+# ============================================================================ machines of several levels
+def multilevel_machines() -> list[Topology]:
+    """Small machines whose ranks fall into hosts, racks or groups, where the steps-volume bound
+    (docs/bounds.md) has partitions with a slow α between parts."""
+    from synth import generators as gen
+
+    return [
+        gen.multihost(hosts=3, gpus=2, nic="host", nic_bandwidth=12.5, name="mh-host-nic"),
+        gen.multihost(hosts=2, gpus=3, fabric="pcie", nic="gpu", name="mh-pcie"),
+        gen.fattree(racks=2, servers=2, gpus=2, name="ft-2x2x2"),
+        gen.dragonfly(groups=3, routers=2, ranks_per_router=1, name="df-3x2"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_steps_volume_holds_on_multilevel_machines(index):
+    """A random valid schedule of every collective, and every method's broadcast and allreduce
+    (where steps-volume and root-pipeline bind), with random roots and chunk counts, on machines
+    of several levels: none beats the bound."""
+    check_multilevel_machine(index, (Kind.BROADCAST, Kind.ALLREDUCE))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(4))
+def test_steps_volume_holds_on_multilevel_machines_every_method(index):
+    """The same with every method's schedule of every collective."""
+    check_multilevel_machine(index, tuple(Kind))
+
+
+def check_multilevel_machine(index: int, method_kinds: tuple[Kind, ...]) -> None:
+    topo = multilevel_machines()[index]
+    rng = random.Random(index)
+    r = topo.num_ranks
+    for kind in Kind:
+        assert (
+            "steps-volume"
+            in bound_model(topo, kind, 0 if kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER) else None).names
+        )
+        schedule = random_schedule(topo, kind, rng)
+        check(schedule, topo)
+        assert_sound(schedule, topo, f"random schedule {topo.name} {kind.value}")
+        for method in (m for m in METHODS if m not in ("ilp", "auto")):
+            if kind not in method_kinds or not METHODS[method].serves(kind):
+                continue
+            root = rng.choice([0, r - 1]) if kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER) else None
+            chunks = rng.choice([None, 2])
+            if chunks is not None and kind is Kind.ALLREDUCE and method in ("ring", "direct", "recursive-halving"):
+                chunks = r * chunks
+            try:
+                schedule = synthesize(topo, kind, method, root=root, chunks=chunks)
+            except NotApplicable:
+                continue
+            assert_sound(schedule, topo, f"{topo.name} {kind.value} {method} root {root}")

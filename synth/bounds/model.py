@@ -28,6 +28,7 @@ import numpy as np
 
 from synth.bounds import alltoall as a2a
 from synth.bounds import layered, oneport
+from synth.bounds.contracted import contract, contract_spec
 from synth.bounds.cuts import Cut, PairCut, RatioCut, max_ratio_cut, min_cut_between, min_pair_cut, rank_ingress_cuts
 from synth.bounds.latency import LatencyFacts, latency_facts, through_alpha
 from synth.collective import Collective, Kind, parse_kind
@@ -54,6 +55,16 @@ LAYERED_BUDGET = 40_000
 LAYERED_CLOSE = 0.02
 #: the crossing-steps bound is built for a cut whose crossing α is at least this many × α_min
 CROSSING_MIN_RATIO = 1.5
+#: the steps-volume bound solves the time-expanded LP of the contracted machine for partitions of
+#: at most this many parts, for these counts of steps between parts, each LP of at most
+#: `STEPS_LP_MAX_VARIABLES` columns and all of one model's at most `STEPS_LP_BUDGET` (three steps
+#: between the 16 servers of fattree-4rack for broadcast: about 1 s of CPU in all)
+STEPS_LP_MAX_PARTS = 16
+STEPS_LP_COUNTS = (1, 2, 3, 4, 5, 6, 8, 10, 13, 16)
+STEPS_LP_MAX_VARIABLES = 14_000
+STEPS_LP_BUDGET = 60_000
+#: ... and stops when one more step count gains less than this fraction
+STEPS_LP_GAIN = 0.01
 
 
 # ============================================================================ results
@@ -65,6 +76,9 @@ class Line:
     latency_us: float
     us_per_byte: float
     note: str
+    #: for ``combine`` "max-min": the group the line belongs to (the bound is the largest over the
+    #: groups of the smallest line of each)
+    group: int = 0
 
     def time_us(self, size: float) -> float:
         return self.us_per_byte * size + self.latency_us
@@ -88,8 +102,9 @@ class LazyLines:
 @dataclass(frozen=True)
 class BoundTerm:
     """One lower bound. Linear: ``time_us(size) = us_per_byte × size + latency_us``. With
-    ``lines``, a piecewise-linear bound: the ``combine`` ("min" or "max") of its lines, never
-    below the linear form (which is then the bound's form for very small and very large sizes)."""
+    ``lines``, a piecewise-linear bound: the ``combine`` ("min", "max", or "max-min": the largest
+    over the lines' groups of each group's smallest line) of its lines, never below the linear
+    form (which is then the bound's form for very small and very large sizes)."""
 
     name: str
     us_per_byte: float
@@ -107,8 +122,17 @@ class BoundTerm:
         lines = self.line_list()
         if not lines:
             return None
+
+        def key(line: Line) -> tuple[float, float]:
+            return (line.time_us(size), line.latency_us)
+
+        if self.combine == "max-min":
+            groups: dict[int, list[Line]] = {}
+            for line in lines:
+                groups.setdefault(line.group, []).append(line)
+            return max((min(group, key=key) for group in groups.values()), key=key)
         pick = min if self.combine == "min" else max
-        return pick(lines, key=lambda line: (line.time_us(size), line.latency_us))
+        return pick(lines, key=key)
 
     def time_us(self, size: float) -> float:
         linear = self.us_per_byte * size + self.latency_us
@@ -329,7 +353,7 @@ class _Analysis:
         return self._get("layout", lambda: layered.layout(self.topology, facts.direct, facts.hops))
 
     def partitions(self) -> list[tuple[tuple[int, ...], str]]:
-        return self._get("partitions", lambda: rank_partitions(self.topology))
+        return self._get("partitions", lambda: rank_partitions(self.topology, self.latency().direct))
 
     def part_regions(self) -> list[tuple[frozenset[int], Cut, Cut]]:
         """Every part of every partition: its ranks, and the smallest node sets that hold them and
@@ -354,6 +378,27 @@ class _Analysis:
 
     def contracted(self) -> Contracted | None:
         return self._get("contracted", lambda: contracted_volume(self.topology, self.partitions(), self.through_alpha()))
+
+    def contraction(self, part: tuple[int, ...]) -> tuple[Topology, layered.Layout] | None:
+        """The machine with each part of ``part`` contracted to one rank (synth/bounds/contracted.py),
+        and its LP layout."""
+
+        def compute():
+            topo = contract(self.topology, part)
+            facts = latency_facts(topo)
+            if (facts.hops < 0).any():
+                return None
+            return topo, layered.layout(topo, facts.direct, facts.hops)
+
+        return self._get(("contraction", part), compute)
+
+    def contracted_layered(
+        self, key: tuple, topo: Topology, spec: layered.FlowSpec, lay: layered.Layout, steps: int
+    ) -> layered.LayeredBound | None:
+        return self._get(
+            ("contracted-layered", key),
+            lambda: layered.layered_bound(topo, spec, lay, steps, {"solver": "ipm"}),
+        )
 
     def layered(self, key: tuple, spec: layered.FlowSpec, steps: int, **kw) -> layered.LayeredBound | None:
         return self._get(
@@ -675,6 +720,237 @@ def _crossing_steps_term(
     )
 
 
+def _one_crossing_need(c: Collective, inside: frozenset[int], direction: str, parts: int) -> Fraction:
+    """The fraction of size that must enter (``"in"``) or leave (``"out"``) any node set holding
+    exactly the ranks ``inside`` (a part of a partition into ``parts`` parts) when a schedule moves
+    data between parts in one step only: each chunk then travels straight from the part where it
+    (or a contribution to it) starts to every part that needs it, one transfer per pair of parts
+    (docs/bounds.md, `steps-volume`). Zero where this is no more than `_crossing_need`."""
+    r, root, kind = c.num_ranks, c.root, c.kind
+    others = parts - 1
+    into = direction == "in"
+    if kind is Kind.BROADCAST:
+        return Fraction(others) if (not into and root in inside) else Fraction(0)
+    if kind is Kind.REDUCE:
+        return Fraction(others) if (into and root in inside) else Fraction(0)
+    if kind is Kind.ALLREDUCE:
+        return Fraction(others)
+    if kind is Kind.ALLGATHER:
+        return Fraction(others * len(inside), r) if not into else Fraction(0)
+    if kind is Kind.REDUCE_SCATTER:
+        return Fraction(others * len(inside), r) if into else Fraction(0)
+    return Fraction(0)  # gather, scatter, alltoall: every chunk has one source and one destination
+
+
+def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: int, alpha_min: float) -> BoundTerm | None:
+    """For each partition of the ranks (hosts, groups behind slow links, groups by α): a step that
+    moves data between parts lasts at least α_P (the smallest α of a transfer between parts) plus
+    the crossing bytes of its most loaded link. With k such steps, time ≥ k·α_P + (H − k)⁺·α_min
+    + (what k steps must carry between parts): with one, every part needs each chunk straight from
+    its source part (a volume V₁); with any number, the cut volumes V of the parts' regions; and,
+    for partitions of at most `STEPS_LP_MAX_PARTS` parts, the time-expanded LP of the machine with
+    each part contracted to one rank (synth/bounds/contracted.py), for k = 1, 2, … The lines of a
+    partition cover every k (the bound is the smallest of them); the term is the largest over the
+    partitions (docs/bounds.md, `steps-volume`)."""
+    facts = an.latency()
+    regions = {ranks: (into, out_of) for ranks, into, out_of in an.part_regions()}
+    found: list[tuple[int, tuple[int, ...], int, float, float, float, str]] = []
+    linear: tuple[float, float] | None = None
+    for group, (part, name) in enumerate(an.partitions()):
+        labels = np.asarray(part)
+        p = int(labels.max()) + 1
+        across = labels[:, None] != labels[None, :]
+        alpha_p = float(facts.direct[across].min())
+        if not math.isfinite(alpha_p):
+            continue
+        many = 0.0  # µs per byte: crossing bytes over a part's region, any number of crossing steps
+        one = 0.0  # the same with one crossing step
+        totals = {"in": 0.0, "out": 0.0}
+        complete = True
+        for q in range(p):
+            ranks = frozenset(int(v) for v in np.flatnonzero(labels == q))
+            if ranks not in regions:
+                complete = False
+                break
+            into, out_of = regions[ranks]
+            for direction, cut in (("in", into), ("out", out_of)):
+                totals[direction] += cut.bandwidth
+                if cut.bandwidth <= 0:
+                    continue
+                need = _crossing_need(c, ranks, direction)
+                many = max(many, float(need) / (cut.bandwidth * _BYTES_PER_US))
+                single = _one_crossing_need(c, ranks, direction, p)
+                one = max(one, float(single) / (cut.bandwidth * _BYTES_PER_US))
+        if not complete:
+            continue
+        if c.kind is Kind.ALLREDUCE:  # 2(p − 1) crossing transfers per byte (`contracted`)
+            for total in totals.values():
+                if total > 0:
+                    many = max(many, 2 * (p - 1) / (total * _BYTES_PER_US))
+        one = max(one, many)
+        found.append((group, part, p, alpha_p, one, many, f"{p} parts ({name})"))
+        latency = alpha_p + max(steps - 1, 0) * alpha_min
+        if linear is None or (many, latency) > linear:
+            linear = (many, latency)
+    if linear is None:
+        return None
+
+    def floor(k: int, alpha_p: float) -> float:
+        """k crossing steps of α_P and the other steps the H hops need, of α_min each."""
+        return k * alpha_p + max(steps - k, 0) * alpha_min
+
+    def compute() -> tuple[Line, ...]:
+        lines: list[Line] = []
+        spent = 0
+        spec = None
+        for group, part, p, alpha_p, one, many, what in found:
+            solved: list[tuple[int, float]] = []  # (k, β'_k) from the contracted LP
+            if p <= STEPS_LP_MAX_PARTS:
+                if spec is None:
+                    spec = layered.flow_spec(c)
+                solved, spent = _contracted_lps(an, (c.kind, c.root), part, spec, many, spent)
+            if not solved:
+                lines.append(
+                    Line(
+                        floor(1, alpha_p),
+                        one,
+                        f"{what}, one step between parts: >= {alpha_p:g} us + {one * 1e6:.6g} us per MB",
+                        group,
+                    )
+                )
+                lines.append(
+                    Line(
+                        floor(2, alpha_p),
+                        many,
+                        f"{what}, two or more steps between parts: >= 2 x {alpha_p:g} us + {many * 1e6:.6g} us per MB",
+                        group,
+                    )
+                )
+                continue
+            covered = 0
+            for k, beta in solved:
+                low = covered + 1
+                covered = k
+                if not math.isfinite(beta):
+                    continue  # no schedule moves the data between parts in so few steps
+                slope = max(beta, many, one if k == 1 else 0.0)
+                counts = f"{k}" if low == k else f"{low}..{k}"
+                lines.append(
+                    Line(
+                        floor(low, alpha_p),
+                        slope,
+                        f"{what}, {counts} step(s) between parts: >= {low} x {alpha_p:g} us + {slope * 1e6:.6g} us per MB (LP)",
+                        group,
+                    )
+                )
+            more = covered + 1
+            lines.append(
+                Line(
+                    floor(more, alpha_p),
+                    many,
+                    f"{what}, {more} or more steps between parts: >= {more} x {alpha_p:g} us + {many * 1e6:.6g} us per MB",
+                    group,
+                )
+            )
+        return tuple(lines)
+
+    return BoundTerm(
+        "steps-volume",
+        linear[0],
+        linear[1],
+        "a step that moves data between the parts of a partition pays their smallest alpha; "
+        "few such steps must carry more between parts (one: every part gets each chunk straight from its source)",
+        LazyLines(compute),
+        "max-min",
+    )
+
+
+def _root_pipeline_term(topology: Topology, c: Collective, an: _Analysis, steps: int, alpha_min: float) -> BoundTerm | None:
+    """Broadcast: the root's data leaves the root's region U (egress C_U) in N ≥ 1 steps, x_j bytes
+    in step j; the m = R − 1 other ranks' regions V_i (ingress C_i) hold after step k only what
+    had left U before it or came from U in step k, so for every k the bandwidth part is at least
+    (n + (m − 1)/m · x_k)/B with B = max(C_U, ΣC_i/m), and some x_k ≥ n/N. Hence time ≥
+    max(N, H)·α_min + (1 + (m − 1)/(m·N))·n/B for some N (docs/bounds.md, `root-pipeline`)."""
+    r, root = c.num_ranks, c.root
+    if c.kind is not Kind.BROADCAST or r < 3:
+        return None
+    egress = an.egress()[root]
+    others = [v for v in range(r) if v != root]
+    regions = [an.ingress()[v] for v in others]
+    disjoint = all(not (cut.nodes & egress.nodes) for cut in regions) and sum(len(cut.nodes) for cut in regions) == len(
+        frozenset().union(*(cut.nodes for cut in regions))
+    )
+    total = sum(cut.bandwidth for cut in regions) if disjoint else sum(topology.rank_ingress(v) for v in others)
+    m = r - 1
+    rate = max(egress.bandwidth, total / m)
+    if rate <= 0:
+        return None
+    per_byte = 1.0 / (rate * _BYTES_PER_US)
+    counts = sorted({*range(1, 33), *(int(32 * 1.15**i) for i in range(1, 80))})
+    lines = []
+    previous = 0
+    for n in counts:
+        low = previous + 1
+        previous = n
+        slope = (1 + (m - 1) / (m * n)) * per_byte
+        lines.append(
+            Line(
+                max(low, steps) * alpha_min,
+                slope,
+                f"{low if low == n else f'{low}..{n}'} step(s) out of the root's region: >= {max(low, steps)} x {alpha_min:g} us "
+                f"+ (1 + {m - 1}/({m} x {n})) x size over {_gbps(rate)}",
+            )
+        )
+    lines.append(Line(max(previous + 1, steps) * alpha_min, per_byte, f"more than {previous} steps: size over {_gbps(rate)}"))
+    return BoundTerm(
+        "root-pipeline",
+        per_byte,
+        steps * alpha_min,
+        f"the root's data leaves it in N steps and every other rank still needs what had not left before the step that "
+        f"sent it the most: (1 + (R-2)/((R-1) N)) x size over {_gbps(rate)}, + N steps",
+        tuple(lines),
+        "min",
+    )
+
+
+def _contracted_lps(
+    an: _Analysis, key: tuple, part: tuple[int, ...], spec: layered.FlowSpec, many: float, spent: int
+) -> tuple[list[tuple[int, float]], int]:
+    """β'_k for k = 1, 2, … crossing steps (`STEPS_LP_COUNTS`): the time-expanded LP of the
+    machine with each part contracted to one rank, while one LP has at most
+    `STEPS_LP_MAX_VARIABLES` columns and all of a model's at most `STEPS_LP_BUDGET`; stops when
+    β'_k comes within `LAYERED_CLOSE` of the partition's cut volumes or gains less than
+    `STEPS_LP_GAIN` over the step count before (the tail line, with the cut volumes, covers the
+    rest: stopping early only weakens the bound). Returns [(k, β'_k)] and the columns spent."""
+    small = an.contraction(part)
+    if small is None:
+        return [], spent
+    topo, lay = small
+    cspec = contract_spec(spec, part)
+    if not cspec.commodities:
+        return [], spent
+    out: list[tuple[int, float]] = []
+    first = max(1, layered.steps_needed(cspec, lay.hops))
+    for k in STEPS_LP_COUNTS:
+        if k < first:
+            out.append((k, math.inf))
+            continue
+        size = layered.lp_variables(cspec, lay, topo.num_ranks, k)
+        if size > STEPS_LP_MAX_VARIABLES or spent + size > STEPS_LP_BUDGET:
+            break
+        spent += size
+        result = an.contracted_layered((*key, part, k), topo, cspec, lay, k)
+        if result is None:
+            break
+        previous = out[-1][1] if out else math.inf
+        out.append((k, result.us_per_byte))
+        if result.us_per_byte <= many * (1 + LAYERED_CLOSE):
+            break  # more steps could gain at most that fraction over the cut volumes
+        if result.us_per_byte >= previous * (1 - STEPS_LP_GAIN):
+            break  # the LP has stopped gaining from more steps: leave the rest to the cut volumes
+    return out, spent
+
+
 @dataclass(frozen=True)
 class Contracted:
     """The allreduce volume bound of a partition of the ranks (docs/bounds.md)."""
@@ -686,10 +962,14 @@ class Contracted:
     what: str
 
 
-def rank_partitions(topology: Topology) -> list[tuple[tuple[int, ...], str]]:
-    """Partitions of the ranks into 2 ≤ p < R parts, as (part of each rank, name): the hosts,
-    and, for each link bandwidth b, the groups that links faster than b hold together (switches
-    included): sockets behind a slow interconnect, boxes behind their NICs."""
+def rank_partitions(topology: Topology, direct: np.ndarray | None = None) -> list[tuple[tuple[int, ...], str]]:
+    """Partitions of the ranks into 2 ≤ p < R parts, as (part of each rank, name): the hosts;
+    for each link bandwidth b, the groups that links faster than b hold together (switches
+    included): sockets behind a slow interconnect, boxes behind their NICs; and, given ``direct``
+    (the smallest α of one transfer between two ranks, `LatencyFacts.direct`), for a few α
+    thresholds a, the groups of ranks joined by transfers of α at most a (servers, racks,
+    dragonfly groups: `ALPHA_PARTITIONS` of them, those whose transfers between groups are slowest
+    against the ones inside)."""
     r = topology.num_ranks
     found: list[tuple[tuple[int, ...], str]] = []
     seen: set[tuple[int, ...]] = set()
@@ -710,7 +990,48 @@ def rank_partitions(topology: Topology) -> list[tuple[tuple[int, ...], str]]:
             if link.bandwidth > b:
                 parent[_find(parent, link.src)] = _find(parent, link.dst)
         add([_find(parent, v) for v in range(r)], f"groups joined by links faster than {b:g} GB/s")
+    if direct is not None:
+        for (_, labels), name in sorted(_alpha_groups(direct), key=lambda x: x[0])[:ALPHA_PARTITIONS]:
+            add(list(labels), name)
     return found
+
+
+#: at most this many partitions by α threshold (`rank_partitions`)
+ALPHA_PARTITIONS = 4
+
+
+def _alpha_groups(direct: np.ndarray) -> list[tuple[tuple[float, tuple[int, ...]], str]]:
+    """Single-linkage groups of the ranks by the α of one transfer between them: for each α value
+    a at which the groups change, the groups joined by transfers of α ≤ a, ranked by how much
+    larger the next α value is than a (ascending key: the largest gap first)."""
+    r = direct.shape[0]
+    both = np.minimum(direct, direct.T)
+    upper = np.triu_indices(r, 1)
+    values = both[upper]
+    order = np.argsort(values, kind="stable")
+    parent = list(range(r))
+    groups = r
+    out = []
+    i = 0
+    while i < len(order):
+        a = float(values[order[i]])
+        if not math.isfinite(a):
+            break
+        while i < len(order) and values[order[i]] == a:
+            u, v = int(upper[0][order[i]]), int(upper[1][order[i]])
+            ru, rv = _find(parent, u), _find(parent, v)
+            if ru != rv:
+                parent[ru] = rv
+                groups -= 1
+            i += 1
+        if groups <= 1:
+            break
+        if i < len(order) and 1 < groups < r:
+            gap = float(values[order[i]])  # the next α value (at most the fastest between groups)
+            if gap > 0:
+                labels = tuple(_find(parent, v) for v in range(r))
+                out.append(((-(gap / a) if a > 0 else -math.inf, labels), f"groups within {a:g} us of alpha"))
+    return out
 
 
 def _find(parent: list[int], x: int) -> int:
@@ -1021,6 +1342,12 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         cut_latency = _cut_latency_term(crossings, steps, facts.min_transfer_alpha)
         if cut_latency is not None:
             terms.append(cut_latency)
+        steps_volume = _steps_volume_term(topology, c, an, steps, facts.min_transfer_alpha)
+        if steps_volume is not None:
+            terms.append(steps_volume)
+        root_pipeline = _root_pipeline_term(topology, c, an, steps, facts.min_transfer_alpha)
+        if root_pipeline is not None:
+            terms.append(root_pipeline)
         if r <= LAYERED_MAX_RANKS:
             terms.append(_time_expanded_term(topology, c, an, steps, facts.min_transfer_alpha, bandwidth))
             crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)

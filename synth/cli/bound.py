@@ -55,7 +55,8 @@ def model_document(model: BoundModel, sha256: str, reports: list[BoundReport]) -
 
 
 def _term_document(term: BoundTerm) -> dict[str, Any]:
-    """A term: its linear form, and for a piecewise bound the lines it is the min or max of."""
+    """A term: its linear form, and for a piecewise bound the lines it is the min or max of (with
+    "max-min", each line's group: the largest over the groups of each group's smallest line)."""
     doc: dict[str, Any] = {
         "name": term.name,
         "us_per_byte": term.us_per_byte,
@@ -65,7 +66,11 @@ def _term_document(term: BoundTerm) -> dict[str, Any]:
     lines = term.line_list()
     if lines:
         doc["combine"] = term.combine
-        doc["lines"] = [{"latency_us": x.latency_us, "us_per_byte": x.us_per_byte, "note": x.note} for x in lines]
+        doc["lines"] = [
+            {"latency_us": x.latency_us, "us_per_byte": x.us_per_byte, "note": x.note}
+            | ({"group": x.group} if term.combine == "max-min" else {})
+            for x in lines
+        ]
     return doc
 
 
