@@ -523,7 +523,8 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
             # W waves of one piece per group each, wave w starting w steps after wave 0
             for pieces in (hosts, hosts - 1):
                 if fixed is None:
-                    waves: tuple[int, ...] = SA_WAVES
+                    # the root host's piece only in one wave (in waves its links carry it twice)
+                    waves: tuple[int, ...] = SA_WAVES if pieces < hosts else (1,)
                 else:
                     waves = (fixed // pieces,) if fixed % pieces == 0 else ()
                 out += [
