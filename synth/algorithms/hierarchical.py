@@ -34,14 +34,14 @@ of unequal sizes are not served (NotApplicable says which).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from synth.algorithms import direct, greedy, one_shot, ring
 from synth.algorithms.engines import host_levels
 from synth.algorithms.engines.builders import by_duality, dispatcher, largest_remainder, pieces_for_allreduce
-from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
+from synth.algorithms.engines.composition import connected, embed, induced_topology, merge_at, overlap, parallel
 from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.pair_routes import PairRoutes
 from synth.algorithms.engines.ring_channels import spread_routes
@@ -1092,18 +1092,22 @@ def _scatter_level_candidates(
     except NotApplicable:
         return []
 
-    def forward(t: Topology, c: Collective, rt: Router) -> Schedule:
-        return scatter_level_broadcast(t, c, rt, size, setup)
+    out: list[tuple[float, Schedule]] = []
+    for layered in (False, True):
 
-    def one(k: int) -> Schedule:
-        c = Collective(collective.kind, r, r * k, collective.root)
-        return forward(topology, c, router) if c.kind is Kind.BROADCAST else by_duality(forward, topology, c, NAME)
+        def forward(t: Topology, c: Collective, rt: Router, layered: bool = layered) -> Schedule:
+            return scatter_level_broadcast(t, c, rt, size, setup, layered=layered)
 
-    return timed_sweep(counts, one, topology, size, patience=2)
+        def one(k: int, forward=forward) -> Schedule:
+            c = Collective(collective.kind, r, r * k, collective.root)
+            return forward(topology, c, router) if c.kind is Kind.BROADCAST else by_duality(forward, topology, c, NAME)
+
+        out += timed_sweep([k for k in counts if k > 1 or not layered], one, topology, size, patience=2)
+    return out
 
 
 #: chunks per piece tried for the scatter + level allgather broadcast
-SCATTER_AG_CHUNKS = (1, 2, 4)
+SCATTER_AG_CHUNKS = (1, 2, 4, 8)
 
 
 def without_held(schedule: Schedule, held: np.ndarray) -> Schedule:
@@ -1122,7 +1126,13 @@ def without_held(schedule: Schedule, held: np.ndarray) -> Schedule:
 
 
 def scatter_level_broadcast(
-    topology: Topology, collective: Collective, router: Router, size: int, setup: LevelSetup | None = None
+    topology: Topology,
+    collective: Collective,
+    router: Router,
+    size: int,
+    setup: LevelSetup | None = None,
+    *,
+    layered: bool = False,
 ) -> Schedule:
     """Broadcast as a scatter followed by an allgather (van de Geijn's broadcast, as
     `scatter-allgather` does it over ranks), each made for the machine's levels: the two-level
@@ -1131,26 +1141,42 @@ def scatter_level_broadcast(
     the ranks of a host (`tuned_allgather` at ``size``, with the scatter's chunks per piece), which
     crosses each rack's uplinks and each host's NICs once per piece where a tree or a flat
     allgather across hosts crosses the oversubscribed uplinks many times. Chunk r·k + i (piece r)
-    is scattered to rank r; the allgather starts on a chunk as soon as the scatter is done with it
-    (`overlap`) and sends no rank a chunk it holds already (the root holds everything from the
-    start, the relays of the root's host the pieces they passed on)."""
+    is scattered to rank r in steps i and i + 1. The allgather starts on a chunk as soon as the
+    scatter is done with it (`overlap`); ``layered``: one allgather of one chunk per piece for
+    each layer i of chunks (tuned at size / k), started right after the scatter has delivered that
+    layer, so the scatter's later layers (the root's host links) and the allgathers of the earlier
+    ones (the NICs and the network) run in the same steps. No rank is sent a chunk it holds
+    already (the root holds everything from the start, the relays of the root's host the pieces
+    they passed on)."""
     r, root = collective.num_ranks, collective.root
     if collective.num_chunks % r:
         raise NotApplicable(f"{NAME}: the scatter + allgather broadcast needs a multiple of {r} chunks")
     k = collective.num_chunks // r
     spread = scatter(topology, Collective(Kind.SCATTER, r, k, root), router)
-    gathered = tuned_allgather(topology, Collective(Kind.ALLGATHER, r, k), size, k, setup)
-    params = {
-        "phases": ["two-level scatter from the root", "pipelined allgather over the levels"],
-        "hosts": len(host_ranks(topology)),
-        "allgather": dict(gathered.params),
-    }
     # what each rank holds once the scatter is done (its piece; the root's host's relays more; the
     # root everything): the allgather sends none of it again
     held = np.zeros((r, r * k), dtype=bool)
     held[root] = True
     held[spread.dst, spread.chunk] = True
-    return overlap(spread, without_held(gathered, held), collective, NAME, params)
+    params: dict = {
+        "phases": ["two-level scatter from the root", "pipelined allgather over the levels"],
+        "hosts": len(host_ranks(topology)),
+    }
+    if not layered or k == 1:
+        gathered = tuned_allgather(topology, Collective(Kind.ALLGATHER, r, k), size, k, setup)
+        params["allgather"] = dict(gathered.params)
+        return overlap(spread, without_held(gathered, held), collective, NAME, params)
+    layer = tuned_allgather(topology, Collective(Kind.ALLGATHER, r, 1), max(1, size // k), 1, setup)
+    params["allgather"] = dict(layer.params)
+    params["layered"] = True
+    last = np.full(k, -1, dtype=np.int64)
+    steps = np.repeat(np.arange(spread.num_steps), np.diff(spread.step_starts))
+    np.maximum.at(last, spread.chunk % k, steps)
+    placed = [(spread, 0)]
+    for i in range(k):
+        relabelled = replace(layer, chunk=layer.chunk * k + i, collective=Collective(Kind.ALLGATHER, r, k))
+        placed.append((without_held(relabelled, held), int(last[i]) + 1))
+    return merge_at(placed, collective, NAME, params)
 
 
 METHOD = Method(
