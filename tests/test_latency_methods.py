@@ -315,3 +315,25 @@ def test_scatter_allgather_in_waves_without_the_root_hosts_piece(kind):
     assert _time(chosen, topo, size) < 0.9 * _time(one_wave, topo, size)
     schedule = synthesize(topo, kind, pipelined_tree.NAME, chunks=chosen.collective.num_chunks, options={"size": size})
     _check(schedule, topo)
+
+
+def test_a_slow_link_inside_a_host_is_detoured_by_split_parts():
+    """Two MI300X-like nodes of 4 GPUs (one network switch per rail) with the xGMI link between GPUs 1 and 3 of node 1 at a
+    tenth of its rate: with one part per carrier, carrier 1's part reaches GPU 3 over that link
+    and sets the pace of every step; cut into `SPLIT_PARTS` parts per carrier, part v > 0 goes
+    round it through another GPU (`detour_slow`), so the pipeline runs at the NICs' pace. Every
+    collective served verifies with the split."""
+    topo = gen.degrade(gen.mi300x(nodes=2, gpus=4, rails=4), "n1-gpu1", "n1-gpu3", 0.1)
+    router = router_for(topo)
+    assert pipelined_tree.slow_inside([4, 5, 6, 7], router) and not pipelined_tree.slow_inside([0, 1, 2, 3], router)
+    spreads = pipelined_tree.Spreads(router)
+    plain, detoured = spreads.tree((4, 5, 6, 7), 5), spreads.tree((4, 5, 6, 7), 5, 1)
+    assert (1, 5, 7) in plain and (1, 5, 7) not in detoured and any(d == 2 and b == 7 for d, _, b in detoured)
+    size = 1 << 30
+    chosen = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": size})
+    assert chosen.params["parts"] == 4 * pipelined_tree.SPLIT_PARTS
+    layout = pipelined_tree.layouts(topo, 0, router, spreads.finder)[0]
+    unsplit = pipelined_tree.build_broadcast(topo, layout, 0, pipelined_tree.Shape("kary", 1, 4, 64, bounce=True), size, spreads)
+    assert _time(chosen, topo, size) < 0.8 * _time(unsplit, topo, size)
+    for kind in (Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE):
+        _check(synthesize(topo, kind, pipelined_tree.NAME, chunks=32, options={"size": size}), topo)

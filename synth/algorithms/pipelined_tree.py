@@ -98,6 +98,10 @@ SA_WAVES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 PATIENCE = 2
 #: machines without hosts are ordered by route latency up to this many ranks (rank order beyond)
 NEAR_ORDER_RANKS = 256
+#: a route inside a group narrower than this share of the sender's widest one is "slow"
+SLOW = 0.75
+#: parts per carrier offered where a group has a slow link inside (`Layout.split`)
+SPLIT_PARTS = 4
 #: no candidate beyond this many logical transfers
 TRANSFER_BUDGET = 400_000
 
@@ -137,14 +141,17 @@ class Layout:
     name: str
     #: parallel network paths leaving a carrier over different links (scale-out ports)
     ports: int = 1
+    #: parts per carrier offered where a group has a slow link inside (`slow_inside`): each of a
+    #: carrier's parts is spread inside its group by another variant of the spread tree
+    split: int = 1
 
     @property
     def max_parts(self) -> int:
         return min(len(c) for c in self.carriers)
 
     def part_counts(self) -> list[int]:
-        """Parts the data may be cut into: 1, one per carrier, one per carrier port."""
-        return sorted({1, self.max_parts, self.max_parts * self.ports})
+        """Parts the data may be cut into: 1, one per carrier, one per carrier port (or split)."""
+        return sorted({1, self.max_parts, self.max_parts * self.ports, self.max_parts * self.split})
 
     def carrier_of(self, part: int, parts: int) -> int:
         """The carrier index that takes ``part`` of ``parts`` across the network."""
@@ -215,11 +222,12 @@ def layouts(topology: Topology, root: int, router: Router, finder: PathFinder | 
     balancer = RouteBalancer(topology, finder)
     ports = min(balancer.ports(rails[order[0]][j], rails[order[1]][j]) for j in range(count))
     ordered_rails = tuple(rails[h] for h in order)
-    out = [Layout(groups_in_order, ordered_rails, "hosts", max(1, ports))]
+    split = SPLIT_PARTS if any(slow_inside(ranks, router) for ranks in hosts) else 1
+    out = [Layout(groups_in_order, ordered_rails, "hosts", max(1, ports), split)]
     if count >= 2 and root == ordered_rails[0][0]:
         # the root's own rail left out: the root then spends its host links on dealing only
         # (with its rail in, it sends its own part over them too, twice the load of the others)
-        out.append(Layout(groups_in_order, tuple(c[1:] for c in ordered_rails), "hosts-off-root-rail", max(1, ports)))
+        out.append(Layout(groups_in_order, tuple(c[1:] for c in ordered_rails), "hosts-off-root-rail", max(1, ports), split))
     # a rail as slow as its slowest carrier's network path (a degraded NIC): the rails at full
     # speed alone are a candidate too
     following = [rails[(h + 1) % len(hosts)] for h in range(len(hosts))]
@@ -230,6 +238,28 @@ def layouts(topology: Topology, root: int, router: Router, finder: PathFinder | 
             Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails", max(1, ports))
         )
     return out
+
+
+def slow_inside(group: tuple[int, ...] | list[int], router: Router) -> bool:
+    """Whether some rank a of ``group`` reaches a group mate b over a route narrower than `SLOW` of
+    a's widest route to a mate while a third rank c has fast routes a → c and c → b (a degraded
+    NVLink or xGMI link among full-speed ones, which a detour through c avoids; not a GPU whose
+    own link is slow, which every route to it crosses)."""
+    width: dict[tuple[int, int], float] = {}
+    for a in group:
+        routes = router.routes_from(a)
+        width.update({(a, b): routes[b].bottleneck for b in group if b != a and b in routes})
+    for a in group:
+        mates = [b for b in group if (a, b) in width]
+        if not mates:
+            continue
+        widest = max(width[a, b] for b in mates)
+        for b in mates:
+            if width[a, b] < SLOW * widest and any(
+                width.get((a, c), 0.0) >= SLOW * widest and width.get((c, b), 0.0) >= SLOW * widest for c in mates if c != b
+            ):
+                return True
+    return False
 
 
 def network_bandwidth(rank: int, peer: int, router: Router) -> float:
@@ -300,11 +330,16 @@ class Spreads:
         self.finder = PathFinder(router.topology)
         self._trees: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int]]] = {}
 
-    def tree(self, group: tuple[int, ...], source: int) -> list[tuple[int, int, int]]:
-        key = (group, source)
+    def tree(self, group: tuple[int, ...], source: int, variant: int = 0) -> list[tuple[int, int, int]]:
+        """The spread tree from ``source``; ``variant`` v > 0: the ranks the source reaches only
+        over a slow link (`SLOW`) get the part one step later through the v-th of its fast
+        neighbours instead (`detour_slow`), so a carrier's parts reach such a rank over several
+        links."""
+        key = (group, source, variant)
         found = self._trees.get(key)
         if found is None:
-            found = self._trees[key] = group_spread(group, source, self.router)
+            base = self.tree(group, source) if variant else group_spread(group, source, self.router)
+            found = self._trees[key] = detour_slow(base, source, variant, self.router) if variant else base
         return found
 
     def deal_path(self, group: tuple[int, ...], source: int, target: int) -> list[int]:
@@ -316,6 +351,27 @@ class Spreads:
         while path[-1] != source:
             path.append(parent[path[-1]])
         return path[::-1]
+
+
+def detour_slow(tree: list[tuple[int, int, int]], source: int, variant: int, router: Router) -> list[tuple[int, int, int]]:
+    """``tree`` with every rank that the source feeds directly over a slow route (narrower than
+    `SLOW` of its widest one) fed instead, one step later, by the source's ``variant``-th fast
+    child (cyclically) that reaches it over a fast route; unchanged where there is none."""
+    routes = router.routes_from(source)
+    children = [b for _, p, b in tree if p == source and b in routes]
+    if not children:
+        return tree
+    widest = max(routes[b].bottleneck for b in children)
+    fast = [b for b in children if routes[b].bottleneck >= SLOW * widest]
+    out = []
+    for depth, parent, rank in tree:
+        if parent == source and rank in routes and routes[rank].bottleneck < SLOW * widest:
+            relays = [x for x in fast if (r := router.route(x, rank)) is not None and r.bottleneck >= SLOW * widest]
+            if relays:
+                out.append((depth + 1, relays[(variant - 1) % len(relays)], rank))
+                continue
+        out.append((depth, parent, rank))
+    return out
 
 
 def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tuple[int, int, int]]:
@@ -355,7 +411,10 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
     c = shape.chunks_per_part
     rails = [tuple(layout.carriers[h][layout.carrier_of(j, shape.parts)] for j in range(shape.parts)) for h in range(hosts)]
     parent, level = split_tree(hosts, shape.fanout, shape.kind)
-    trees = [[spreads.tree(groups[h], rails[h][j]) for j in range(shape.parts)] for h in range(hosts)]
+    # several parts per carrier (ports, or a split for a slow link inside a group): each its
+    # own variant of the spread tree
+    per_carrier = max(1, shape.parts // layout.max_parts) if layout.split > 1 else 1
+    trees = [[spreads.tree(groups[h], rails[h][j], j % per_carrier) for j in range(shape.parts)] for h in range(hosts)]
     if shape.deal == "links":
         dealing = [spreads.deal_path(groups[0], root, rails[0][j]) for j in range(shape.parts)]
     else:
