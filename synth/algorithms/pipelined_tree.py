@@ -93,7 +93,7 @@ KARY_FANOUTS = (1, 2, 3, 4)
 #: chunks per part tried for the pipelined shape: doubling up to this many
 MAX_CHUNKS_PER_PART = 256
 #: waves tried for the scatter-allgather shape (each one piece per group of every part)
-SA_WAVES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+SA_WAVES = (1, 2, 3, 4, 6, 8, 12, 16)
 #: stop doubling the chunks after this many slower results in a row
 PATIENCE = 2
 #: machines without hosts are ordered by route latency up to this many ranks (rank order beyond)
