@@ -128,12 +128,12 @@ def test_pipelined_tree_keeps_a_requested_chunk_count(kind):
 
 def test_pipelined_tree_picks_few_steps_small_and_pipelines_large():
     """The α-β trade: at 1 KiB the fewest steps (a k-nomial tree, each part moving whole), at
-    256 MiB a pipelined chain of many chunks."""
+    256 MiB a pipeline of many chunks (the chain, or scatter-allgather in waves)."""
     topo = gen.multihost(hosts=8, gpus=4)
     small = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 1 << 10})
     large = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": 256 << 20})
     assert small.params["shape"] == "knomial" and small.num_steps <= 5
-    assert large.params["shape"] == "kary" and large.params["chunks_per_part"] >= 8
+    assert large.params["shape"] in ("kary", "scatter-allgather") and large.params["chunks_per_part"] >= 8
     assert large.num_steps > small.num_steps
     # each is the faster of the two at its own size
     assert _time(small, topo, 1 << 10) < _time(large, topo, 1 << 10)
@@ -292,3 +292,48 @@ def test_bounce_brings_the_roots_part_back_over_idle_nics():
     }
     assert back == set(range(1, 8))  # every other GPU of the root's host gets the root's part over its NIC
     _check(synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, options={"size": 1 << 30}), topo)
+
+
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE])
+def test_scatter_allgather_in_waves_without_the_root_hosts_piece(kind):
+    """Hosts sharing one NIC (PCIe at 12 GB/s everywhere, as random-multihost-1): the root's host
+    sends every byte across once (its piece left out of the allgather) and the waves overlap the
+    scatter, the allgather and the sharing inside the hosts, which one wave (two network steps
+    of the whole data) cannot; the shape built directly verifies on every collective it serves
+    (reduce and allreduce through the dual)."""
+    topo = gen.multihost(
+        hosts=4, gpus=4, fabric="pcie", fabric_bandwidth=12.0, nic="host", nic_bandwidth=50.0, pcie_bandwidth=12.0
+    )
+    size = 1 << 20
+    chosen = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": size})
+    assert chosen.params["shape"] == "scatter-allgather" and chosen.params.get("root_piece") is False
+    assert chosen.params["chunks_per_part"] > 3  # several waves of 3 pieces
+    router = router_for(topo)
+    spreads = pipelined_tree.Spreads(router)
+    layout = pipelined_tree.layouts(topo, 0, router, spreads.finder)[0]
+    one_wave = pipelined_tree.build_broadcast(topo, layout, 0, pipelined_tree.Shape("scatter-allgather", 3, 4, 4), size, spreads)
+    assert _time(chosen, topo, size) < 0.9 * _time(one_wave, topo, size)
+    schedule = synthesize(topo, kind, pipelined_tree.NAME, chunks=chosen.collective.num_chunks, options={"size": size})
+    _check(schedule, topo)
+
+
+def test_a_slow_link_inside_a_host_is_detoured_by_split_parts():
+    """Two MI300X-like nodes of 4 GPUs (one network switch per rail) with the xGMI link between GPUs 1 and 3 of node 1 at a
+    tenth of its rate: with one part per carrier, carrier 1's part reaches GPU 3 over that link
+    and sets the pace of every step; cut into `SPLIT_PARTS` parts per carrier, part v > 0 goes
+    round it through another GPU (`detour_slow`), so the pipeline runs at the NICs' pace. Every
+    collective served verifies with the split."""
+    topo = gen.degrade(gen.mi300x(nodes=2, gpus=4, rails=4), "n1-gpu1", "n1-gpu3", 0.1)
+    router = router_for(topo)
+    assert pipelined_tree.slow_inside([4, 5, 6, 7], router) and not pipelined_tree.slow_inside([0, 1, 2, 3], router)
+    spreads = pipelined_tree.Spreads(router)
+    plain, detoured = spreads.tree((4, 5, 6, 7), 5), spreads.tree((4, 5, 6, 7), 5, 1)
+    assert (1, 5, 7) in plain and (1, 5, 7) not in detoured and any(d == 2 and b == 7 for d, _, b in detoured)
+    size = 1 << 30
+    chosen = synthesize(topo, Kind.BROADCAST, pipelined_tree.NAME, options={"size": size})
+    assert chosen.params["parts"] == 4 * pipelined_tree.SPLIT_PARTS
+    layout = pipelined_tree.layouts(topo, 0, router, spreads.finder)[0]
+    unsplit = pipelined_tree.build_broadcast(topo, layout, 0, pipelined_tree.Shape("kary", 1, 4, 64, bounce=True), size, spreads)
+    assert _time(chosen, topo, size) < 0.8 * _time(unsplit, topo, size)
+    for kind in (Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE):
+        _check(synthesize(topo, kind, pipelined_tree.NAME, chunks=32, options={"size": size}), topo)

@@ -7,7 +7,9 @@ Alltoall (`alltoall`): to the right local index inside the host, then along the 
 Broadcast (`broadcast`): the data dealt to the other ranks of the root's host (the carriers), each
 part sent along its carrier's rail by a pipelined tree, and shared inside every host (van de
 Geijn's scatter-allgather broadcast, `scatter_allgather`, with the network phase on all NICs at
-once); reduce is its dual.
+once); with a size also the two-level scatter followed by the pipelined allgather over the levels
+(`scatter_level_broadcast`: van de Geijn's broadcast with each phase made for the racks, hosts
+and NICs); reduce is its dual.
 
 After the first phase, local rank ℓ of every host holds piece ℓ of the data reduced over its host;
 the second phase runs H-rank allreduces (one per local index, over that "rail" of the network) on
@@ -32,14 +34,14 @@ of unequal sizes are not served (NotApplicable says which).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from synth.algorithms import direct, greedy, one_shot, ring
 from synth.algorithms.engines import host_levels
 from synth.algorithms.engines.builders import by_duality, dispatcher, largest_remainder, pieces_for_allreduce
-from synth.algorithms.engines.composition import connected, embed, induced_topology, overlap, parallel
+from synth.algorithms.engines.composition import connected, embed, induced_topology, merge_at, overlap, parallel
 from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.pair_routes import PairRoutes
 from synth.algorithms.engines.ring_channels import spread_routes
@@ -1068,7 +1070,113 @@ def _tuned_tree(topology: Topology, collective: Collective, router: Router, size
         _, _, shape, k = finalist
         return build(topology, one(k), router, shape, rail_orders=rail_orders)
 
-    return fastest(timed_sweep(sorted(tried)[:FINALISTS], balanced, topology, size))
+    timed = timed_sweep(sorted(tried)[:FINALISTS], balanced, topology, size)
+    return fastest(timed + _scatter_level_candidates(topology, collective, router, size, requested))
+
+
+def _scatter_level_candidates(
+    topology: Topology, collective: Collective, router: Router, size: int, requested: int | None
+) -> list[tuple[float, Schedule]]:
+    """The scatter + level allgather broadcast (`scatter_level_broadcast`; reduce: its dual) at
+    ``size`` over `SCATTER_AG_CHUNKS` chunks per piece (or the caller's count, if a multiple of
+    R), each timed; none where the level allgather does not apply or would be too large to time."""
+    r = collective.num_ranks
+    if requested is not None:
+        counts = [requested // r] if requested % r == 0 else []
+    else:
+        counts = [k for k in SCATTER_AG_CHUNKS if r * (r - 1) * k <= FULL_TIMING_TRANSFERS]
+    if not counts:
+        return []
+    try:
+        setup = LevelSetup(topology) if collective.kind is Kind.BROADCAST else LevelSetup(topology.reversed())
+    except NotApplicable:
+        return []
+
+    out: list[tuple[float, Schedule]] = []
+    for layered in (False, True):
+
+        def forward(t: Topology, c: Collective, rt: Router, layered: bool = layered) -> Schedule:
+            return scatter_level_broadcast(t, c, rt, size, setup, layered=layered)
+
+        def one(k: int, forward=forward) -> Schedule:
+            c = Collective(collective.kind, r, r * k, collective.root)
+            return forward(topology, c, router) if c.kind is Kind.BROADCAST else by_duality(forward, topology, c, NAME)
+
+        out += timed_sweep([k for k in counts if k > 1 or not layered], one, topology, size, patience=2)
+    return out
+
+
+#: chunks per piece tried for the scatter + level allgather broadcast
+SCATTER_AG_CHUNKS = (1, 2, 4, 8)
+
+
+def without_held(schedule: Schedule, held: np.ndarray) -> Schedule:
+    """``schedule`` without its transfers of a chunk into a rank that ``held`` (ranks × chunks)
+    says holds it already (steps left empty are dropped): for a phase that follows another, whose
+    receivers then get every chunk once (what `synth.transform.dual_reduction` needs)."""
+    builder = ScheduleBuilder.like(schedule)
+    remap = np.array([builder.route_id(r) for r in schedule.routes], dtype=np.int64)
+    for step in range(schedule.num_steps):
+        sl = schedule.step_slice(step)
+        keep = ~held[schedule.dst[sl], schedule.chunk[sl]]
+        if keep.any():
+            src, dst, chunk = schedule.src[sl][keep], schedule.dst[sl][keep], schedule.chunk[sl][keep]
+            builder.add_step_arrays(src, dst, chunk, schedule.op[sl][keep], remap[schedule.route[sl][keep]])
+    return builder.build()
+
+
+def scatter_level_broadcast(
+    topology: Topology,
+    collective: Collective,
+    router: Router,
+    size: int,
+    setup: LevelSetup | None = None,
+    *,
+    layered: bool = False,
+) -> Schedule:
+    """Broadcast as a scatter followed by an allgather (van de Geijn's broadcast, as
+    `scatter-allgather` does it over ranks), each made for the machine's levels: the two-level
+    `scatter` (the root hands every local index its pieces inside its host, which go on along the
+    rails: every NIC of the root's host busy) and the pipelined allgather over racks, hosts and
+    the ranks of a host (`tuned_allgather` at ``size``, with the scatter's chunks per piece), which
+    crosses each rack's uplinks and each host's NICs once per piece where a tree or a flat
+    allgather across hosts crosses the oversubscribed uplinks many times. Chunk r·k + i (piece r)
+    is scattered to rank r in steps i and i + 1. The allgather starts on a chunk as soon as the
+    scatter is done with it (`overlap`); ``layered``: one allgather of one chunk per piece for
+    each layer i of chunks (tuned at size / k), started right after the scatter has delivered that
+    layer, so the scatter's later layers (the root's host links) and the allgathers of the earlier
+    ones (the NICs and the network) run in the same steps. No rank is sent a chunk it holds
+    already (the root holds everything from the start, the relays of the root's host the pieces
+    they passed on)."""
+    r, root = collective.num_ranks, collective.root
+    if collective.num_chunks % r:
+        raise NotApplicable(f"{NAME}: the scatter + allgather broadcast needs a multiple of {r} chunks")
+    k = collective.num_chunks // r
+    spread = scatter(topology, Collective(Kind.SCATTER, r, k, root), router)
+    # what each rank holds once the scatter is done (its piece; the root's host's relays more; the
+    # root everything): the allgather sends none of it again
+    held = np.zeros((r, r * k), dtype=bool)
+    held[root] = True
+    held[spread.dst, spread.chunk] = True
+    params: dict = {
+        "phases": ["two-level scatter from the root", "pipelined allgather over the levels"],
+        "hosts": len(host_ranks(topology)),
+    }
+    if not layered or k == 1:
+        gathered = tuned_allgather(topology, Collective(Kind.ALLGATHER, r, k), size, k, setup)
+        params["allgather"] = dict(gathered.params)
+        return overlap(spread, without_held(gathered, held), collective, NAME, params)
+    layer = tuned_allgather(topology, Collective(Kind.ALLGATHER, r, 1), max(1, size // k), 1, setup)
+    params["allgather"] = dict(layer.params)
+    params["layered"] = True
+    last = np.full(k, -1, dtype=np.int64)
+    steps = np.repeat(np.arange(spread.num_steps), np.diff(spread.step_starts))
+    np.maximum.at(last, spread.chunk % k, steps)
+    placed = [(spread, 0)]
+    for i in range(k):
+        relabelled = replace(layer, chunk=layer.chunk * k + i, collective=Collective(Kind.ALLGATHER, r, k))
+        placed.append((without_held(relabelled, held), int(last[i]) + 1))
+    return merge_at(placed, collective, NAME, params)
 
 
 METHOD = Method(

@@ -46,7 +46,14 @@ cost') says is fastest:
   host's carrier sends piece h to host h in one network step, then every host's carrier sends its
   piece to every other host in the next, and every piece is shared inside its host as soon as it
   arrives. Two network latencies in all, each carrier sending (H − 1)/H of its part twice: best at
-  mid sizes on switched networks, where a tree needs log H network steps.
+  mid sizes on switched networks, where a tree needs log H network steps. In ``waves`` (W): the
+  part is cut W times as fine and wave w runs the same pattern w steps after wave 0, so the deal,
+  the scatter, the allgather and the sharing inside the hosts of consecutive waves overlap
+  (van de Geijn's pipelined scatter-allgather, as `scatter-allgather` pipelines it over ranks).
+  Without the root host's piece (``root_piece`` False) the pieces go to the H − 1 other hosts
+  only and they allgather among themselves: the root host's network links carry each byte once
+  instead of (H − 1)/H of it twice, which is what the pipeline's steady state needs where they
+  are the bottleneck (one NIC per host: random-multihost-1 at 1 MiB 189.5 → 163.9 µs).
 
 The candidates (shape, fan-out, parts, chunks per part) are built and timed at the size
 (`synth.algorithms.engines.size_tuning`); the fastest is kept and its choice recorded in the
@@ -85,10 +92,16 @@ COLLECTIVES = frozenset({Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE})
 KARY_FANOUTS = (1, 2, 3, 4)
 #: chunks per part tried for the pipelined shape: doubling up to this many
 MAX_CHUNKS_PER_PART = 256
+#: waves tried for the scatter-allgather shape (each one piece per group of every part)
+SA_WAVES = (1, 2, 3, 4, 6, 8, 12, 16)
 #: stop doubling the chunks after this many slower results in a row
 PATIENCE = 2
 #: machines without hosts are ordered by route latency up to this many ranks (rank order beyond)
 NEAR_ORDER_RANKS = 256
+#: a route inside a group narrower than this share of the sender's widest one is "slow"
+SLOW = 0.75
+#: parts per carrier offered where a group has a slow link inside (`Layout.split`)
+SPLIT_PARTS = 4
 #: no candidate beyond this many logical transfers
 TRANSFER_BUDGET = 400_000
 
@@ -108,6 +121,9 @@ class Shape:
     #: the parts the root carries itself come back to the root's host from the deepest host
     #: over its idle NICs instead of being shared by the root over its host links (`bounce_ok`)
     bounce: bool = False
+    #: scatter-allgather only: the root group keeps a piece of every part and sends it in the
+    #: allgather (`scatter_allgather_events`)
+    root_piece: bool = True
 
     @property
     def num_chunks(self) -> int:
@@ -125,14 +141,17 @@ class Layout:
     name: str
     #: parallel network paths leaving a carrier over different links (scale-out ports)
     ports: int = 1
+    #: parts per carrier offered where a group has a slow link inside (`slow_inside`): each of a
+    #: carrier's parts is spread inside its group by another variant of the spread tree
+    split: int = 1
 
     @property
     def max_parts(self) -> int:
         return min(len(c) for c in self.carriers)
 
     def part_counts(self) -> list[int]:
-        """Parts the data may be cut into: 1, one per carrier, one per carrier port."""
-        return sorted({1, self.max_parts, self.max_parts * self.ports})
+        """Parts the data may be cut into: 1, one per carrier, one per carrier port (or split)."""
+        return sorted({1, self.max_parts, self.max_parts * self.ports, self.max_parts * self.split})
 
     def carrier_of(self, part: int, parts: int) -> int:
         """The carrier index that takes ``part`` of ``parts`` across the network."""
@@ -203,11 +222,12 @@ def layouts(topology: Topology, root: int, router: Router, finder: PathFinder | 
     balancer = RouteBalancer(topology, finder)
     ports = min(balancer.ports(rails[order[0]][j], rails[order[1]][j]) for j in range(count))
     ordered_rails = tuple(rails[h] for h in order)
-    out = [Layout(groups_in_order, ordered_rails, "hosts", max(1, ports))]
+    split = SPLIT_PARTS if any(slow_inside(ranks, router) for ranks in hosts) else 1
+    out = [Layout(groups_in_order, ordered_rails, "hosts", max(1, ports), split)]
     if count >= 2 and root == ordered_rails[0][0]:
         # the root's own rail left out: the root then spends its host links on dealing only
         # (with its rail in, it sends its own part over them too, twice the load of the others)
-        out.append(Layout(groups_in_order, tuple(c[1:] for c in ordered_rails), "hosts-off-root-rail", max(1, ports)))
+        out.append(Layout(groups_in_order, tuple(c[1:] for c in ordered_rails), "hosts-off-root-rail", max(1, ports), split))
     # a rail as slow as its slowest carrier's network path (a degraded NIC): the rails at full
     # speed alone are a candidate too
     following = [rails[(h + 1) % len(hosts)] for h in range(len(hosts))]
@@ -218,6 +238,28 @@ def layouts(topology: Topology, root: int, router: Router, finder: PathFinder | 
             Layout(groups_in_order, tuple(tuple(rails[h][j] for j in fast) for h in order), "hosts-fast-rails", max(1, ports))
         )
     return out
+
+
+def slow_inside(group: tuple[int, ...] | list[int], router: Router) -> bool:
+    """Whether some rank a of ``group`` reaches a group mate b over a route narrower than `SLOW` of
+    a's widest route to a mate while a third rank c has fast routes a → c and c → b (a degraded
+    NVLink or xGMI link among full-speed ones, which a detour through c avoids; not a GPU whose
+    own link is slow, which every route to it crosses)."""
+    width: dict[tuple[int, int], float] = {}
+    for a in group:
+        routes = router.routes_from(a)
+        width.update({(a, b): routes[b].bottleneck for b in group if b != a and b in routes})
+    for a in group:
+        mates = [b for b in group if (a, b) in width]
+        if not mates:
+            continue
+        widest = max(width[a, b] for b in mates)
+        for b in mates:
+            if width[a, b] < SLOW * widest and any(
+                width.get((a, c), 0.0) >= SLOW * widest and width.get((c, b), 0.0) >= SLOW * widest for c in mates if c != b
+            ):
+                return True
+    return False
 
 
 def network_bandwidth(rank: int, peer: int, router: Router) -> float:
@@ -288,11 +330,16 @@ class Spreads:
         self.finder = PathFinder(router.topology)
         self._trees: dict[tuple[tuple[int, ...], int], list[tuple[int, int, int]]] = {}
 
-    def tree(self, group: tuple[int, ...], source: int) -> list[tuple[int, int, int]]:
-        key = (group, source)
+    def tree(self, group: tuple[int, ...], source: int, variant: int = 0) -> list[tuple[int, int, int]]:
+        """The spread tree from ``source``; ``variant`` v > 0: the ranks the source reaches only
+        over a slow link (`SLOW`) get the part one step later through the v-th of its fast
+        neighbours instead (`detour_slow`), so a carrier's parts reach such a rank over several
+        links."""
+        key = (group, source, variant)
         found = self._trees.get(key)
         if found is None:
-            found = self._trees[key] = group_spread(group, source, self.router)
+            base = self.tree(group, source) if variant else group_spread(group, source, self.router)
+            found = self._trees[key] = detour_slow(base, source, variant, self.router) if variant else base
         return found
 
     def deal_path(self, group: tuple[int, ...], source: int, target: int) -> list[int]:
@@ -304,6 +351,27 @@ class Spreads:
         while path[-1] != source:
             path.append(parent[path[-1]])
         return path[::-1]
+
+
+def detour_slow(tree: list[tuple[int, int, int]], source: int, variant: int, router: Router) -> list[tuple[int, int, int]]:
+    """``tree`` with every rank that the source feeds directly over a slow route (narrower than
+    `SLOW` of its widest one) fed instead, one step later, by the source's ``variant``-th fast
+    child (cyclically) that reaches it over a fast route; unchanged where there is none."""
+    routes = router.routes_from(source)
+    children = [b for _, p, b in tree if p == source and b in routes]
+    if not children:
+        return tree
+    widest = max(routes[b].bottleneck for b in children)
+    fast = [b for b in children if routes[b].bottleneck >= SLOW * widest]
+    out = []
+    for depth, parent, rank in tree:
+        if parent == source and rank in routes and routes[rank].bottleneck < SLOW * widest:
+            relays = [x for x in fast if (r := router.route(x, rank)) is not None and r.bottleneck >= SLOW * widest]
+            if relays:
+                out.append((depth + 1, relays[(variant - 1) % len(relays)], rank))
+                continue
+        out.append((depth, parent, rank))
+    return out
 
 
 def group_spread(group: tuple[int, ...], source: int, router: Router) -> list[tuple[int, int, int]]:
@@ -343,7 +411,10 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
     c = shape.chunks_per_part
     rails = [tuple(layout.carriers[h][layout.carrier_of(j, shape.parts)] for j in range(shape.parts)) for h in range(hosts)]
     parent, level = split_tree(hosts, shape.fanout, shape.kind)
-    trees = [[spreads.tree(groups[h], rails[h][j]) for j in range(shape.parts)] for h in range(hosts)]
+    # several parts per carrier (ports, or a split for a slow link inside a group): each its
+    # own variant of the spread tree
+    per_carrier = max(1, shape.parts // layout.max_parts) if layout.split > 1 else 1
+    trees = [[spreads.tree(groups[h], rails[h][j], j % per_carrier) for j in range(shape.parts)] for h in range(hosts)]
     if shape.deal == "links":
         dealing = [spreads.deal_path(groups[0], root, rails[0][j]) for j in range(shape.parts)]
     else:
@@ -359,7 +430,14 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
         cols[3].append(via)
 
     if shape.kind == "scatter-allgather":
-        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, send)
+        # one wave's events, chosen once; wave w repeats them w steps later on its own chunks
+        wave_events: list[tuple[int, ...]] = []
+        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, lambda *e: wave_events.append(e))
+        pieces = hosts if shape.root_piece else hosts - 1
+        per_wave = shape.parts * pieces
+        for w in range(shape.chunks_per_part // pieces):
+            for step, src, dst, chunk, *via in wave_events:
+                send(step + w, src, dst, w * per_wave + chunk, *via)
         return _routed_steps(events)
     # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
     network = [
@@ -445,31 +523,38 @@ def _routed_steps(events: dict[int, tuple[list[int], list[int], list[int], list[
 
 
 def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: int, balancer: RouteBalancer, send) -> None:
-    """The ``scatter-allgather`` shape (van de Geijn's broadcast, run on every rail at once): part
-    j is cut into one piece per group (chunk j·H + g); after the deal, the root group's carrier j
-    sends piece g to group g's carrier j in one network step (the scatter), then every carrier j
-    sends its piece to every other group's carrier j in the next (the allgather: two network
-    latencies in all, each carrier sending (H − 1)/H of its part twice). Each piece is shared
-    inside its group along the spread tree as soon as it arrives, overlapping the network steps."""
+    """One wave of the ``scatter-allgather`` shape (van de Geijn's broadcast, run on every rail
+    at once): part j is cut into one piece per group (chunk j·P + q, P pieces per part); after the
+    deal, the root group's carrier j sends piece q to its group's carrier j in one network step
+    (the scatter), then every carrier j sends its piece to every other group's carrier j in the
+    next (the allgather): two network latencies in all. With ``shape.root_piece`` the root group
+    keeps a piece too and sends it in the allgather (P = H: each carrier of the root group sends
+    (H − 1)/H of its part twice, fewest bytes in one wave); without, the pieces go to the other
+    groups only (P = H − 1) and the root group sits the allgather out: its carriers send each
+    byte once, what a pipeline of waves needs where the root group's network links are the
+    bottleneck (a NIC shared by the host). Each piece is shared inside its group along the spread
+    tree as soon as it arrives, overlapping the network steps."""
     hosts = len(rails)
+    first = 0 if shape.root_piece else 1
+    pieces = hosts - first
     for j in range(shape.parts):
-        for q in range(hosts):
+        for q in range(pieces):
             path = dealing[j]
             for hop in range(len(path) - 1):
-                send(hop, path[hop], path[hop + 1], j * hosts + q)
+                send(hop, path[hop], path[hop + 1], j * pieces + q)
     scatter = deal_steps
     base = deal_steps - 1
     for j in range(shape.parts):
-        for q in range(hosts):
+        for q in range(pieces):
             for depth, src, dst in trees[0][j]:
-                send(base + depth, src, dst, j * hosts + q)
+                send(base + depth, src, dst, j * pieces + q)
         for h in range(1, hosts):
-            send(scatter, rails[0][j], rails[h][j], j * hosts + h, balancer.choose(rails[0][j], rails[h][j]))
+            send(scatter, rails[0][j], rails[h][j], j * pieces + h - first, balancer.choose(rails[0][j], rails[h][j]))
     # the allgather step's paths balanced on their own (the scatter's transfers are over by then)
     balancer.load[:] = 0.0
     for j in range(shape.parts):
-        for g in range(hosts):
-            chunk = j * hosts + g
+        for g in range(first, hosts):
+            chunk = j * pieces + g - first
             if g > 0:
                 for depth, src, dst in trees[g][j]:
                     send(scatter + depth, src, dst, chunk)
@@ -493,8 +578,19 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
         fixed = None if requested is None else requested // p
         if hosts > 1:
             out += [Shape("knomial", k, p, fixed or 1, deal) for deal in deals for k in knomial_fanouts(hosts)]
-        if hosts > 2 and fixed in (None, hosts) and (ranks - 1) * p * hosts <= TRANSFER_BUDGET:
-            out.append(Shape("scatter-allgather", hosts - 1, p, hosts))
+        if hosts > 2:
+            # W waves of one piece per group each, wave w starting w steps after wave 0
+            for pieces in (hosts, hosts - 1):
+                if fixed is None:
+                    # the root host's piece only in one wave (in waves its links carry it twice)
+                    waves: tuple[int, ...] = SA_WAVES if pieces < hosts else (1,)
+                else:
+                    waves = (fixed // pieces,) if fixed % pieces == 0 else ()
+                out += [
+                    Shape("scatter-allgather", hosts - 1, p, pieces * w, root_piece=pieces == hosts)
+                    for w in waves
+                    if (ranks - 1) * p * pieces * w <= TRANSFER_BUDGET
+                ]
         for k in KARY_FANOUTS:
             if k >= hosts and k > 1:
                 break
@@ -522,6 +618,8 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     }
     if shape.bounce:
         params["bounce"] = True
+    if shape.kind == "scatter-allgather" and not shape.root_piece:
+        params["root_piece"] = False
     if size is not None:
         params["chosen_at_size"] = size
     balancer = RouteBalancer(topology, spreads.finder)
@@ -541,12 +639,12 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
     for layout in layouts(topology, root, router, spreads.finder):
-        previous: tuple[str, int, int, str] | None = None
+        previous: tuple | None = None
         last, worse = None, 0
         # dealing along the route is a candidate too when some carrier is more than a link away
         relayed = any(len(spreads.deal_path(layout.groups[0], root, c)) > 2 for c in layout.carriers[0])
         for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",), bounce_ok(layout, root, router)):
-            series = (shape.kind, shape.fanout, shape.parts, shape.deal, shape.bounce)
+            series = (shape.kind, shape.fanout, shape.parts, shape.deal, shape.bounce, shape.root_piece)
             if series != previous:
                 previous, last, worse = series, None, 0
             elif worse >= PATIENCE:
