@@ -169,11 +169,11 @@ def test_errors(dgx1):
 
 
 def test_allreduce_overlaps_its_phases_across_an_unequal_cut():
-    """Two sockets of 4 and 2 GPUs joined by one slow link: the reduce-scatter sends the larger
-    side's sums of the smaller side's pieces one way and the allgather the larger side's results
-    the same way, so run one after the other the link carries 2/3 of the data in each phase; with
-    the phases overlapped (`engines.composition.aligned_overlap`) it carries 2/3 and 1/3 each way
-    at once. The overlapped schedule is the one kept, verified and exact, and faster than the
+    """Two sockets of 4 and 2 GPUs joined by one slow link: the reduce-scatter sends the smaller
+    side's sums of the larger side's pieces one way and the allgather the larger side's results
+    the other way, so run one after the other each phase puts 2/3 of the data on the link; with
+    the phases overlapped (`engines.composition.aligned_overlap`) each direction carries 2/3 and
+    1/3 at once. The overlapped schedule is the one kept, verified and exact, and faster than the
     same two phases one after the other."""
     topo = gen.pcie_asymmetric(((0, 4, 24.0), (1, 2, 24.0)))
     size = 1 << 30
