@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from synth.algorithms.engines.composition import aligned_overlap
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
 from synth.algorithms.engines.tree_packing import Packing, shallow
@@ -205,11 +206,15 @@ def _allreduce(topology: Topology, collective: Collective, router: Router, chunk
     for per_piece, (rs, ag) in sorted(phases.items()):
         rs = rs or _dual(topology, Kind.REDUCE_SCATTER, None, forward(per_piece))
         ag = ag or forward(per_piece)(topology, Collective(Kind.ALLGATHER, r, per_piece), router)
+        whole = Collective(Kind.ALLREDUCE, r, r * per_piece)
         params = {"phases": ["reduce-scatter", "allgather"], "reduce_scatter": dict(rs.params), "allgather": dict(ag.params)}
-        schedule = concat([rs, ag], Collective(Kind.ALLREDUCE, r, r * per_piece), NAME, params)
-        time = predicted_us(schedule, topology, [at])[0]
-        if best is None or (time, schedule.num_transfers) < best[:2]:
-            best = (time, schedule.num_transfers, schedule)
+        for schedule in (
+            concat([rs, ag], whole, NAME, params),
+            aligned_overlap(rs, ag, topology, whole, NAME, {**params, "overlapped": True}),
+        ):
+            time = predicted_us(schedule, topology, [at])[0]
+            if best is None or (time, schedule.num_transfers) < best[:2]:
+                best = (time, schedule.num_transfers, schedule)
     assert best is not None
     return best[2]
 

@@ -114,6 +114,41 @@ def overlap(
     return merge_at([(first, 0), (second, offset)], collective, method, params)
 
 
+def aligned_overlap(
+    reduce_scatter: Schedule,
+    allgather: Schedule,
+    topology: Topology,
+    collective: Collective,
+    method: str,
+    params: Mapping[str, Any] | None = None,
+) -> Schedule:
+    """Allreduce as ``reduce_scatter`` then ``allgather`` (k chunks per piece each, numbered as the
+    allreduce's R·k), the allgather started as early as the per-chunk order allows (`overlap`)
+    after renaming the chunks of every piece so that the one the reduce-scatter finishes first is
+    the one the allgather sends first.
+
+    Within a piece the chunks are interchangeable: the owner holds all of them reduced when the
+    reduce-scatter is done, and the allgather only spreads them, so any permutation of a piece's
+    chunk ids gives a valid allgather. A pipelined reduce-scatter built by duality finishes its
+    chunks in the reverse of the order its forward allgather starts them, so without the renaming
+    the allgather's first chunk is the reduce-scatter's last and `overlap` can start nothing early.
+    Overlapped, a link that the reduce-scatter loads in one direction and the allgather in the
+    other (a slow link between two unequal halves of a machine) carries both at once."""
+    g = collective.num_chunks
+    r = collective.num_ranks
+    k = g // r
+    _, rs_last = _chunk_span(reduce_scatter, g)
+    ag_first, _ = _chunk_span(allgather, g)
+    chunk_map = np.arange(g, dtype=np.int64)
+    for piece in range(r):
+        base = piece * k
+        finish = np.argsort(rs_last[base : base + k], kind="stable")
+        start = np.argsort(ag_first[base : base + k], kind="stable")
+        chunk_map[base + start] = base + finish
+    renamed = embed(allgather, topology, allgather.collective, range(r), chunk_map, method)
+    return overlap(reduce_scatter, renamed, collective, method, params)
+
+
 # ================================================================================ sub-topologies
 def induced_topology(topology: Topology, ranks: Sequence[int], name: str) -> Topology:
     """The machine as seen by a subset of its ranks: those ranks (renumbered 0…n−1 in the given
