@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,10 @@ class Topology:
         names = self.node_index
         ptr = np.zeros(len(routes) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, routes), dtype=np.int64, count=len(routes)), out=ptr[1:])
-        ids = np.fromiter((names.get(name, -1) for via in routes for name in via), dtype=np.int64, count=int(ptr[-1]))
+        try:  # every name is a node (a schedule that verifies): looked up in C, without a generator
+            ids = np.fromiter(map(names.__getitem__, chain.from_iterable(routes)), dtype=np.int64, count=int(ptr[-1]))
+        except KeyError:
+            ids = np.fromiter((names.get(name, -1) for via in routes for name in via), dtype=np.int64, count=int(ptr[-1]))
         ptr.setflags(write=False)
         ids.setflags(write=False)
         self.__dict__["_route_node_ids"] = (routes, (ptr, ids))

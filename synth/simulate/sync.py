@@ -157,15 +157,20 @@ def _block_lines(
     num_links = len(topology.links)
     step = np.repeat(np.arange(num_steps, dtype=np.int64), np.diff(step_starts))
     lengths = np.diff(ptr)
-    entry_step = step if links.size == n else np.repeat(step, lengths)
-    key = entry_step * num_links + links
-    # n_ℓ per (step, link), read back per path entry
+    if num_steps == 1:  # a block of one step (a large step is a block of its own): the link is the key
+        key = links
+    else:
+        entry_step = step if links.size == n else np.repeat(step, lengths)
+        key = entry_step * num_links + links
+    # n_ℓ / bw_ℓ per (step, link), read back per path entry
     if num_steps * num_links <= 1 << 25:
-        count = np.bincount(key, minlength=num_steps * num_links)[key]
+        per_link = np.bincount(key, minlength=num_steps * num_links) / np.tile(
+            topology.bandwidth_array * BYTES_PER_US_PER_GBPS, num_steps
+        )
+        per_byte = per_link[key]
     else:
         _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
-        count = counts[inverse.reshape(-1)]
-    per_byte = count / (topology.bandwidth_array[links] * BYTES_PER_US_PER_GBPS)
+        per_byte = counts[inverse.reshape(-1)] / (topology.bandwidth_array[links] * BYTES_PER_US_PER_GBPS)
     slope = per_byte if links.size == n else np.maximum.reduceat(per_byte, ptr[:-1])
 
     # Only lines not dominated by a step's two corner lines can be on its envelope: the steepest
