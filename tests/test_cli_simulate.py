@@ -124,3 +124,34 @@ def test_missing_schedule_and_unknown_topology(tmp_path):
 def test_sizes_from_options_raises_input_errors():
     with pytest.raises(InputError):
         sizes_from_options("1K..", None, None, None, None)
+
+
+def test_the_default_leaves_the_event_model_out_of_a_large_schedule(monkeypatch):
+    """``-m both`` runs the event-driven model only up to EVENT_BY_DEFAULT_MAX_TRANSFERS (it takes
+    minutes on millions of transfers over switches): above it the step-synchronous time alone, one
+    note on stderr saying how to ask for the event model, and --json still parses; asked for by
+    name, the event model runs whatever the count."""
+    import synth.simulate as sim
+
+    ring = load_schedule(RING)
+    monkeypatch.setattr(sim, "EVENT_BY_DEFAULT_MAX_TRANSFERS", ring.num_transfers - 1)
+    assert sim.default_models(ring)[0] == ["sync"]
+    runner = CliRunner()  # click 8.2+: stdout and stderr apart
+    result = runner.invoke(main, ["simulate", RING, "--size", "1MiB", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["models"] == ["sync"]
+    assert "the event-driven model is left out for" in result.stderr and "-m event runs it" in result.stderr
+    result = runner.invoke(main, ["simulate", RING, "--size", "1MiB", "-m", "event", "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["models"] == ["event"]
+    monkeypatch.setattr(sim, "EVENT_BY_DEFAULT_MAX_TRANSFERS", ring.num_transfers)
+    assert sim.default_models(ring) == (["sync", "event"], None)
+
+
+def test_event_model_reports_every_finished_transfer():
+    """The event model's progress counts every transfer once per size."""
+    from synth.simulate import Simulator
+
+    ring = load_schedule(RING)
+    seen = []
+    Simulator(ring, get_topology("dgx1")).run([1024, 1 << 20], "event", timeline=False, on_finished=seen.append)
+    assert sum(seen) == 2 * ring.num_transfers and all(k > 0 for k in seen)

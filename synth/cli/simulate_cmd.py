@@ -10,8 +10,9 @@ import click
 
 from synth.cli._util import schedule_topology_arg, verify_or_exit
 from synth.errors import InputError
+from synth.progress import Progress
 from synth.schedule import Schedule, load_schedule
-from synth.simulate import MODEL_TITLES, MODELS, ONE_PORT, SimResult, Simulator
+from synth.simulate import MODEL_TITLES, MODELS, ONE_PORT, SimResult, Simulator, default_models
 from synth.topology import Topology
 from synth.units import parse_size, parse_sizes, size_range
 
@@ -161,7 +162,8 @@ def results_table(schedule: Schedule, models: list[str], rows: dict[str, list[Si
     type=click.Choice([*MODELS, ONE_PORT, "both"]),
     default="both",
     show_default=True,
-    help="Cost model(s) to run: both = sync and event; one-port = the textbook model.",
+    help="Cost model(s) to run: both = sync and event (event only up to 2,000,000 transfers unless asked "
+    "for with -m event); one-port = the textbook model.",
 )
 @alpha_beta_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of the table.")
@@ -175,9 +177,17 @@ def simulate_cmd(schedule, topology, size_list, minbytes, maxbytes, stepfactor, 
     sched = load_schedule(schedule)
     topo, _ = schedule_topology_arg(sched, schedule, topology)
     verify_or_exit(sched, topo, schedule)
-    models = list(MODELS) if model == "both" else [model]
+    models, left_out = default_models(sched) if model == "both" else ([model], None)
+    if left_out is not None:
+        click.echo(f"synth: note: {left_out}", err=True)
     simulator = Simulator(sched, topo)
-    rows = {m: simulator.run(sizes, m, timeline=False, alpha=alpha, beta=beta) for m in models}
+    rows = {}
+    for m in models:
+        if m == "event":
+            with Progress(sched.num_transfers * len(sizes), "event-driven model", unit="transfer") as bar:
+                rows[m] = simulator.run(sizes, m, timeline=False, on_finished=bar.advance)
+        else:
+            rows[m] = simulator.run(sizes, m, timeline=False, alpha=alpha, beta=beta)
     if as_json:
         click.echo(json.dumps(results_document(sched, schedule, topo, models, rows), indent=2, sort_keys=True))
     else:

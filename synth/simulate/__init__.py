@@ -18,7 +18,7 @@ See docs/simulator.md for the formulas, the rules and worked examples.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +44,23 @@ MODELS: tuple[str, ...] = ("sync", "event")
 ONE_PORT = "one-port"
 ALL_MODELS: tuple[str, ...] = (*MODELS, ONE_PORT)
 MODEL_TITLES = {"sync": "step-synchronous", "event": "event-driven", ONE_PORT: "one-port"}
+#: the most transfers for which ``synth simulate`` runs the event-driven model without being asked
+#: (``-m both``, the default): its max-min sharing grows faster than the transfers on a switched
+#: network (a 1,024-GPU fat-tree allgather of 4.2 million transfers takes about 35 s, the 4,096-GPU
+#: one of 16.8 million over ten minutes), where the step-synchronous model takes seconds
+EVENT_BY_DEFAULT_MAX_TRANSFERS = 2_000_000
+
+
+def default_models(schedule: Schedule) -> tuple[list[str], str | None]:
+    """The models ``-m both`` runs on ``schedule``, and why the event-driven one was left out (None
+    when it was not): it is left out above `EVENT_BY_DEFAULT_MAX_TRANSFERS` transfers."""
+    n = schedule.num_transfers
+    if n <= EVENT_BY_DEFAULT_MAX_TRANSFERS:
+        return list(MODELS), None
+    return ["sync"], (
+        f"the event-driven model is left out for {n:,} transfers (by default it runs up to "
+        f"{EVENT_BY_DEFAULT_MAX_TRANSFERS:,}; -m event runs it, which can take many minutes)"
+    )
 
 
 @dataclass(frozen=True)
@@ -216,12 +233,21 @@ class Simulator:
             results.append(self._result("sync", size, float(totals[k]), tl))
         return results
 
-    def event(self, sizes: Iterable[int], *, timeline: bool = True) -> list[SimResult]:
-        """Event-driven time of each size (one fluid simulation per size)."""
+    def event(
+        self, sizes: Iterable[int], *, timeline: bool = True, on_finished: Callable[[int], None] | None = None
+    ) -> list[SimResult]:
+        """Event-driven time of each size (one fluid simulation per size); ``on_finished(k)`` is
+        told as each simulation ends ``k`` more transfers (for a progress bar)."""
         results = []
         for size in (int(x) for x in sizes):
             times: EventTimes = simulate_events(
-                self.schedule, self.topology, self.paths, self.groups, self.chunk_bytes(size), self.network
+                self.schedule,
+                self.topology,
+                self.paths,
+                self.groups,
+                self.chunk_bytes(size),
+                self.network,
+                on_finished=on_finished,
             )
             tl = self._timeline(times.start_us, times.data_start_us, times.end_us) if timeline else None
             results.append(self._result("event", size, times.time_us, tl))
@@ -250,12 +276,14 @@ class Simulator:
         timeline: bool | None = None,
         alpha: float | None = None,
         beta: float | None = None,
+        on_finished: Callable[[int], None] | None = None,
     ) -> list[SimResult]:
-        """``model`` "sync", "event" or "one-port" (``alpha``/``beta`` apply to one-port only)."""
+        """``model`` "sync", "event" or "one-port" (``alpha``/``beta`` apply to one-port only;
+        ``on_finished``, the event model's progress, to event only)."""
         if model == "sync":
             return self.sync(sizes, timeline=bool(timeline))
         if model == "event":
-            return self.event(sizes, timeline=True if timeline is None else timeline)
+            return self.event(sizes, timeline=True if timeline is None else timeline, on_finished=on_finished)
         if model == ONE_PORT:
             return self.one_port(sizes, alpha=alpha, beta=beta)
         raise ValueError(f"unknown model {model!r} (expected one of {', '.join(ALL_MODELS)})")
@@ -291,6 +319,7 @@ def simulate(
 
 __all__ = [
     "ALL_MODELS",
+    "EVENT_BY_DEFAULT_MAX_TRANSFERS",
     "MODELS",
     "MODEL_TITLES",
     "ONE_PORT",
@@ -302,6 +331,7 @@ __all__ = [
     "Timeline",
     "TimelineEntry",
     "TransferPaths",
+    "default_models",
     "dependency_groups",
     "max_min_rates",
     "one_port_messages",

@@ -38,6 +38,7 @@ transfer waits for one L group per link of its path.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -431,11 +432,14 @@ def simulate_events(
     network: SharingNetwork | None = None,
     *,
     incremental: bool = True,
+    on_finished: Callable[[int], None] | None = None,
 ) -> EventTimes:
     """Run the fluid simulation for one chunk size (bytes per transfer). ``network`` is
     `sharing_network(paths, topology)`, computed here unless given (pass it to reuse it).
     ``incremental=False`` recomputes every rate from scratch at every event (slower; the same
-    result, kept to test the incremental update against)."""
+    result, kept to test the incremental update against). ``on_finished(k)`` is told each time
+    ``k`` more transfers have ended (a progress bar: a schedule of millions of transfers on a
+    switched network takes minutes)."""
     n = schedule.num_transfers
     start = np.full(n, np.nan)
     data_start = np.full(n, np.nan)
@@ -506,6 +510,8 @@ def simulate_events(
                 fin = act[finished]
                 end[fin] = now
                 done += fin.size
+                if on_finished is not None:
+                    on_finished(int(fin.size))
                 act, left = act[~finished], left[~finished]
                 # groups whose last member just finished release their dependents
                 member = _gather(groups.member_ptr, groups.member, fin)
