@@ -36,7 +36,11 @@ $(STAMP): pyproject.toml $(LOCK) $(TORCH_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
+## The package's bytecode, compiled once here (every time: only changed modules are compiled again): an
+## editable install has none, and where PYTHONDONTWRITEBYTECODE is set (containers, CI) Python would
+## otherwise compile every module of synth at every command's start (about 0.3 s of each).
 setup: $(STAMP)
+	@$(BIN)/python -m compileall -q synth
 
 ## Headless Chromium (Debian's package), which tests/test_report.py renders the HTML report with; make test
 ## runs this first. Where it cannot be installed (no apt-get, no root or sudo) it says so, and that test is
@@ -65,7 +69,7 @@ lock: $(STAMP)
 		--generate-hashes --quiet --custom-compile-command 'make lock' -o $(TORCH_LOCK) $(ARGS)
 
 ## The main job: synthesize an allreduce for a DGX-1, verify it, predict its time, compare every method with the bound, run it.
-demo: $(STAMP)
+demo: setup
 	$(BIN)/synth topo show dgx1
 	$(BIN)/synth synthesize dgx1 --collective allreduce --method ring -o out/dgx1-allreduce-ring.json
 	$(BIN)/synth verify out/dgx1-allreduce-ring.json --topology dgx1
@@ -89,7 +93,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check synth tests benchmarks
 
 ## The standard benchmark suite: every built-in x collective x size x method against the bound.
-bench: $(STAMP)
+bench: setup
 	$(BIN)/python benchmarks/suite.py --readme
 
 ## Rebuild generated/ and the built-in topology files from their recipes.
