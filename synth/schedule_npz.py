@@ -29,15 +29,32 @@ import zipfile
 from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
 from synth.errors import InputError
 from synth.limits import available_memory, format_bytes
 
-if TYPE_CHECKING:
-    from synth.schedule import Schedule
+
+class ScheduleColumns(Protocol):
+    """What the writer reads of a `synth.schedule.Schedule`: its columns, counts and route table
+    (named here so this module, which `synth.schedule` calls to read and write, need not import it)."""
+
+    step_starts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    chunk: np.ndarray
+    op: np.ndarray
+    route: np.ndarray
+    routes: tuple[tuple[str, ...], ...]
+
+    @property
+    def num_steps(self) -> int: ...
+
+    @property
+    def num_transfers(self) -> int: ...
+
 
 #: The first bytes of every zip archive (JSON text never starts with them).
 ZIP_MAGIC = b"PK"
@@ -110,7 +127,7 @@ def _narrowest(column: np.ndarray) -> np.dtype:
     return np.dtype("<i8")
 
 
-def canonical_routes(schedule: Schedule) -> tuple[list[tuple[str, ...]], np.ndarray | None]:
+def canonical_routes(schedule: ScheduleColumns) -> tuple[list[tuple[str, ...]], np.ndarray | None]:
     """The route table to write (the direct route first, then the routes transfers use, sorted)
     and the map from the schedule's route ids to it (None when it is the identity)."""
     used = np.bincount(schedule.route, minlength=len(schedule.routes)) > 0 if schedule.num_transfers else None
@@ -124,7 +141,7 @@ def canonical_routes(schedule: Schedule) -> tuple[list[tuple[str, ...]], np.ndar
     return table, remap
 
 
-def header_document(schedule: Schedule, header: dict[str, Any], routes: Iterable[tuple[str, ...]]) -> dict[str, Any]:
+def header_document(schedule: ScheduleColumns, header: dict[str, Any], routes: Iterable[tuple[str, ...]]) -> dict[str, Any]:
     """``header.json``: ``header`` (the JSON file's top-level fields but ``steps``) with the counts
     and routes."""
     doc = dict(header)
@@ -153,7 +170,7 @@ def _write_column(archive: zipfile.ZipFile, name: str, column: np.ndarray, dtype
             out.write(memoryview(np.ascontiguousarray(part, dtype=dtype)).cast("B"))
 
 
-def write_schedule_npz(schedule: Schedule, header: dict[str, Any], fh: BinaryIO) -> None:
+def write_schedule_npz(schedule: ScheduleColumns, header: dict[str, Any], fh: BinaryIO) -> None:
     """Write ``schedule`` in the columnar encoding to the binary file ``fh`` (seekable);
     ``header`` holds the JSON file's top-level fields but ``steps``."""
     routes, remap = canonical_routes(schedule)
