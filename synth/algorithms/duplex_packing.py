@@ -37,9 +37,9 @@ trees backwards). Options: ``size`` (bytes, default 1 GiB): the size the chunk c
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from synth.algorithms.engines.builders import largest_remainder
@@ -68,12 +68,14 @@ FLOOR = 0.4
 EXACT_CANDIDATES = 3
 #: chunk counts are not tried beyond schedules of this many transfers
 TRANSFER_BUDGET = 3_000_000
-#: ranks beyond which the method does not try (growth is repeated for every unit tried)
-MAX_RANKS = 128
+#: ranks beyond which the method does not try: on the larger machines measured it never beat packing
+#: (docs/algorithms.md) and auto would pay its seconds there
+MAX_RANKS = 16
 #: machines of up to this many ranks get the tree weights from the LP (column generation)
-LP_RANKS = 32
-#: column generation rounds at most
+LP_RANKS = 16
+#: column generation rounds at most, and seconds at most (the LP of the columns so far is kept)
 LP_ROUNDS = 200
+LP_SECONDS = 2.0
 #: trees per root tried when the LP's weights are rounded to whole trees
 ROUNDINGS = (1, 2, 3, 4, 6, 8, 12, 16)
 #: the first rounding within this share of the LP's rate is kept
@@ -169,8 +171,8 @@ def lp_packing(topology: Topology) -> Packing | None:
     """Trees from the LP that minimises the busiest link pair's load when every root sends one unit
     over a mix of its spanning trees (each tree loads every link pair its arcs cross, once per
     crossing), by column generation: the pricing problem for a root is a minimum spanning
-    arborescence over the rank-to-rank channels priced by the pairs' duals (Edmonds'
-    algorithm). The weights are rounded to k whole trees per root for the smallest k of
+    arborescence over the rank-to-rank channels priced by the pairs' duals (`min_arborescence`),
+    for at most `LP_ROUNDS` rounds and `LP_SECONDS`. The weights are rounded to k whole trees per root for the smallest k of
     `ROUNDINGS` within `ROUNDING_SLACK` of the LP's rate. None if HiGHS does not reach an optimum."""
     import highspy
 
@@ -180,7 +182,6 @@ def lp_packing(topology: Topology) -> Packing | None:
     pair_of_link, cap = _pair_matrix(topology, channels, mirror)
     npairs = cap.size
     chan_pairs = [pair_of_link[channels.links(c)] for c in range(channels.count)]
-    # cheapest channel per rank pair under given pair prices
     length = channels.path_length.astype(np.float64)
 
     columns: list[tuple[int, np.ndarray]] = []  # (root, parent channel per rank)
@@ -232,40 +233,108 @@ def lp_packing(topology: Topology) -> Packing | None:
             sol = h.getSolution()
             return np.array(sol.col_value), np.array(sol.row_dual)
 
+    link_pairs = pair_of_link[channels.link_ids]
+    src, dst = channels.src, channels.dst
+    started = time.monotonic()
     result = None
     for _ in range(LP_ROUNDS):
         result = solve()
         if result is None:
             return None
         x, dual = result
-        price = np.maximum(-dual[r:], 0.0)  # what a unit more on a pair costs
-        chan_cost = np.array([price[p].sum() for p in chan_pairs]) + 1e-7 * length
-        best_chan: dict[tuple[int, int], int] = {}
-        for c in np.argsort(chan_cost, kind="stable").tolist():
-            best_chan.setdefault((int(channels.src[c]), int(channels.dst[c])), c)
+        price = np.maximum(-dual[r:], 0.0)  # what one more tree on a pair costs
+        chan_cost = np.add.reduceat(price[link_pairs], channels.link_ptr[:-1]) + 1e-7 * length
+        # the cheapest channel of every rank pair, as a dense arc cost matrix
+        cost = np.full((r, r), np.inf)
+        np.minimum.at(cost, (src, dst), chan_cost)
+        best_chan = np.full((r, r), -1, dtype=np.int64)
+        hit = chan_cost <= cost[src, dst]
+        best_chan[src[hit], dst[hit]] = np.flatnonzero(hit)
         added = 0
         for root in range(r):
-            g = nx.DiGraph()
-            g.add_nodes_from(range(r))
-            for (u, v), c in best_chan.items():
-                if v != root:
-                    g.add_edge(u, v, weight=float(chan_cost[c]), channel=c)
-            try:
-                tree = nx.minimum_spanning_arborescence(g, attr="weight", preserve_attrs=True)
-            except nx.NetworkXException:
+            pred = min_arborescence(cost, root)
+            if pred is None:
                 return None
+            others = np.flatnonzero(pred >= 0)
             parent = np.full(r, -1, dtype=np.int64)
-            for u, v, data in tree.edges(data=True):
-                parent[v] = data["channel"]
-            reduced = float(chan_cost[parent[parent >= 0]].sum()) - float(dual[root])
-            if reduced < -1e-9:
+            parent[others] = best_chan[pred[others], others]
+            if float(cost[pred[others], others].sum()) - float(dual[root]) < -1e-9:
                 add(root, parent)
                 added += 1
-        if not added:
+        if not added or time.monotonic() - started > LP_SECONDS:
             break
     assert result is not None
-    x = result[0][:-1]
+    x = np.zeros(len(columns))
+    x[: result[0].size - 1] = result[0][:-1]  # columns added after the last solve get no weight
     return _rounded(topology, channels, columns, np.array(loads), x, cap)
+
+
+def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray | None:
+    """The cheapest spanning arborescence from ``root`` of the dense digraph ``cost`` (cost[u, v]
+    of the arc u -> v, inf where there is none), as the parent of every node (-1 at the root);
+    None if some node cannot be reached. Chu–Liu/Edmonds with cycle contraction, O(V³)."""
+    n = cost.shape[0]
+    c = cost.astype(np.float64, copy=True)
+    np.fill_diagonal(c, np.inf)
+    c[:, root] = np.inf
+    pred = np.argmin(c, axis=0)
+    pred[root] = -1
+    others = np.arange(n) != root
+    if not np.all(np.isfinite(c[pred[others], np.flatnonzero(others)])):
+        return None
+    # find the cycles of the cheapest-in-arc graph
+    comp = np.full(n, -1, dtype=np.int64)
+    state = np.zeros(n, dtype=np.int64)  # 0 new, 1 on the current walk, 2 done
+    cycle_of = np.full(n, -1, dtype=np.int64)
+    cycles = 0
+    for start in range(n):
+        walk = []
+        v = start
+        while v != -1 and state[v] == 0:
+            state[v] = 1
+            walk.append(v)
+            v = int(pred[v])
+        if v != -1 and state[v] == 1:  # closed a cycle at v
+            u = v
+            while True:
+                cycle_of[u] = cycles
+                u = int(pred[u])
+                if u == v:
+                    break
+            cycles += 1
+        for w in walk:
+            state[w] = 2
+    if cycles == 0:
+        return pred
+    # contract every cycle to one node
+    count = 0
+    for v in range(n):
+        if cycle_of[v] < 0:
+            comp[v] = count
+            count += 1
+    base = count
+    comp[cycle_of >= 0] = base + cycle_of[cycle_of >= 0]
+    count += cycles
+    in_cost = np.where(cycle_of >= 0, c[np.maximum(pred, 0), np.arange(n)], 0.0)
+    adjusted = c - in_cost[None, :]
+    small = np.full((count, count), np.inf)
+    np.minimum.at(small, (comp[:, None].repeat(n, 1), comp[None, :].repeat(n, 0)), adjusted)
+    np.fill_diagonal(small, np.inf)
+    sub = min_arborescence(small, int(comp[root]))
+    if sub is None:
+        return None
+    parent = np.where(cycle_of >= 0, pred, -1)
+    for cv in range(count):
+        cu = int(sub[cv])
+        if cu < 0:
+            continue
+        members_u = np.flatnonzero(comp == cu)
+        members_v = np.flatnonzero(comp == cv)
+        block = adjusted[np.ix_(members_u, members_v)]
+        i, j = np.unravel_index(int(np.argmin(block)), block.shape)
+        parent[members_v[j]] = members_u[i]  # the arc into the cycle replaces that node's cycle arc
+    parent[root] = -1
+    return parent
 
 
 def _depths(channels: PathChannels, root: int, parent: np.ndarray) -> np.ndarray:
