@@ -88,7 +88,7 @@ def test_requested_chunks_are_kept(asym):
 
 
 def test_allreduce_only_and_needs_links_back(asym):
-    with pytest.raises(NotApplicable, match="does not serve|allreduce only"):
+    with pytest.raises(NotApplicable, match=r"does not serve|allreduce only"):
         synthesize(asym, Kind.ALLGATHER, "duplex-packing")
     one_way = Topology(
         name="one-way-ring",
