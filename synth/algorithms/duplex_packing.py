@@ -19,19 +19,21 @@ with ``mirror``). In steady state every step moves one chunk of the reduce-scatt
 allgather over every tree arc, in opposite directions, and no link direction carries more than its
 budget.
 
-The rate. Edmonds' theorem does not hold for this undirected-style budget with switches that cannot
-copy, so there is no exact optimum to aim at: for k = 1 … `MAX_TREES` trees per root the largest
-unit U at which greedy growth succeeds is found by bisection over the units at which some link's
-tree count changes (between the allgather optimum and `FLOOR` of it), and the packing with the
-largest rate k·U is kept (fewest trees on ties). The chunk count per piece (multiples of k) is then
-chosen for the size as packing does: estimated for every count, the best `EXACT_CANDIDATES` built
-and timed exactly.
+The trees. Every root sends one unit over a mix of its spanning trees, and an LP minimises the
+busiest link pair's load (`lp_packing`, column generation: the pricing problem of a root is a
+minimum spanning arborescence over the rank-to-rank channels priced by the pairs' duals,
+`min_arborescence`). Its weights are rounded to k whole trees per root. If HiGHS fails, greedy growth
+with the paired budget is the fallback (`greedy_packing`). The chunk count per piece (multiples of k)
+is then chosen for the size as packing does: estimated for every count, the best `EXACT_CANDIDATES`
+built and timed exactly.
 
 On random-pcie-asym-1 (sockets of 3 and 7 GPUs joined at 10 GB/s; gpu7 and gpu8 behind one 12 GB/s
-uplink) the allreduce of 1 GiB takes docs/algorithms.md's figure instead of packing's 153.3 ms.
+uplink) the allreduce of 1 GiB takes 125.6 ms against packing's 153.3 ms (bound 114.2 ms); on machines
+whose link pairs are equally busy both ways it is not better than packing (docs/algorithms.md).
 
-Allreduce only; every link must have a link in the other direction (the reduce-scatter runs the
-trees backwards). Options: ``size`` (bytes, default 1 GiB): the size the chunk count is chosen for.
+Allreduce only, on up to `MAX_RANKS` ranks; every link must have a link in the other direction (the
+reduce-scatter runs the trees backwards). Options:
+``size`` (bytes, default 1 GiB): the size the chunk count is chosen for.
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ def duplex_packing(topology: Topology) -> Packing:
 
 
 def greedy_packing(topology: Topology) -> Packing:
-    """The largest rate greedy growth reaches with one budget per link pair (module docstring)."""
+    """The fallback: for k = 1 … `MAX_TREES` trees per root, the largest unit U at which greedy growth
+    with one budget per link pair succeeds, by bisection over the units at which some pair's tree
+    count changes (between the allgather optimum and `FLOOR` of it); the largest rate k·U is kept
+    (fewest trees on ties)."""
     mirror = mirror_links(topology)
     bw = topology.bandwidth_array
     pair_bw = np.minimum(bw, bw[mirror])
@@ -159,7 +164,7 @@ def greedy_packing(topology: Topology) -> Packing:
 
 
 # ============================================================================ the LP
-def _pair_matrix(topology: Topology, channels: PathChannels, mirror: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pair_matrix(topology: Topology, mirror: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(pair id of every link, capacity of every pair): a link and its mirror form one pair."""
     rep = np.minimum(np.arange(mirror.size), mirror)
     ids, pair = np.unique(rep, return_inverse=True)
@@ -179,7 +184,7 @@ def lp_packing(topology: Topology) -> Packing | None:
     mirror = mirror_links(topology)
     channels = channels_for(topology)
     r = topology.num_ranks
-    pair_of_link, cap = _pair_matrix(topology, channels, mirror)
+    pair_of_link, cap = _pair_matrix(topology, mirror)
     npairs = cap.size
     chan_pairs = [pair_of_link[channels.links(c)] for c in range(channels.count)]
     length = channels.path_length.astype(np.float64)
