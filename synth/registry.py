@@ -18,6 +18,7 @@ from synth.algorithms import (
     binomial,
     direct,
     double_binary_tree,
+    duplex_packing,
     greedy,
     hierarchical,
     multipath,
@@ -58,6 +59,7 @@ _TABLE: tuple[Method, ...] = (
     pipelined_tree.METHOD,
     weighted_two_shot.METHOD,
     socket_pipeline.METHOD,
+    duplex_packing.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

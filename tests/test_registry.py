@@ -32,6 +32,7 @@ MODULES = [
     "multipath",
     "weighted_two_shot",
     "socket_pipeline",
+    "duplex_packing",
 ]
 
 

@@ -173,12 +173,19 @@ def candidate_units(topology: Topology, optimum: float, k: int, tolerance: float
 
 # ============================================================================ growing trees
 def grow(
-    channels: PathChannels, units: np.ndarray, roots: tuple[int, ...], k: int, shallow_first: bool = False
+    channels: PathChannels,
+    units: np.ndarray,
+    roots: tuple[int, ...],
+    k: int,
+    shallow_first: bool = False,
+    mirror: np.ndarray | None = None,
 ) -> list[TreeClass] | None:
     """Greedy tree growth (module docstring): k trees from every root within the link ``units``;
     None if some class cannot reach every rank. ``shallow_first`` puts nearness to the root before
     room and lets the trees of a class part ways at every arc (shallower trees, for broadcasts and
-    small messages)."""
+    small messages). With ``mirror`` (the link in the other direction of every link, ``units``
+    equal on both), an arc takes its room on both directions of every link of its path: one budget
+    per link pair, for trees that a reduction also runs backwards at the same time."""
     topo = channels.topology
     r = topo.num_ranks
     if r == 1:
@@ -264,6 +271,8 @@ def grow(
         parent[i][v] = c
         entered[i][hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
         path = ids[ptr[c] : ptr[c + 1]]
+        if mirror is not None:
+            path = np.concatenate((path, mirror[path]))
         room[path] -= amount
         for x in path.tolist():  # room only shrinks: a channel's narrowest is at most this link's
             users = link_channels[link_ptr[x] : link_ptr[x + 1]]
