@@ -48,6 +48,8 @@ _BYTES_PER_US = 1e3
 FALLBACK_SLACK = (0.05, 0.15, 0.3, 0.5)
 #: switchless broadcasts of at most this many ranks get the exact growth when the greedy one fails
 EXACT_MAX_RANKS = 96
+#: arc-disjoint shallow trees tried for small broadcasts (`disjoint`)
+DISJOINT_MAX_TREES = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -406,6 +408,8 @@ def shallow(topology: Topology, kind: Kind, root: int | None = None) -> Packing:
 # ============================================================================ exact growth
 #: switchless broadcasts of at most this many ranks get the exact growth when the greedy one fails
 EXACT_MAX_RANKS = 96
+#: arc-disjoint shallow trees tried for small broadcasts (`disjoint`)
+DISJOINT_MAX_TREES = 4
 
 
 def grow_exact(topology: Topology, units: np.ndarray, root: int, k: int) -> list[TreeClass] | None:
@@ -478,3 +482,32 @@ def grow_exact(topology: Topology, units: np.ndarray, root: int, k: int) -> list
         else:
             return None
     return [TreeClass(root, 1, parent[i], depth[i]) for i in range(k)]
+
+
+def disjoint(topology: Topology, kind: Kind, root: int | None = None) -> tuple[Packing, ...]:
+    """Arc-disjoint shallow trees for small broadcasts on a machine without switches: for k = 2 …
+    `DISJOINT_MAX_TREES` (at most the root's links), k trees from the root, each link of the
+    widest rate carrying at most one (narrower links none), grown exactly (`grow_exact`,
+    breadth-first). With one chunk per tree each step moves k chunks over k different links, so
+    the message crosses the diameter in about as many steps as one breadth-first tree takes, but
+    each step carries 1/k of it: two trees of height 6 on a 6 × 5 × 3 torus take 6 (α + n/2B)
+    where one takes 6 (α + n/B). Empty elsewhere. Cached on the topology."""
+    key = ("disjoint", kind, root)
+    cache = topology.__dict__.setdefault("_packings", {})
+    if key in cache:
+        return cache[key]
+    found: list[Packing] = []
+    r = topology.num_ranks
+    if kind is Kind.BROADCAST and topology.num_nodes == r and 2 < r <= EXACT_MAX_RANKS:
+        root = int(root or 0)
+        unit = float(topology.bandwidth_array.max())
+        units = link_units(topology, unit)
+        degree = sum(1 for link in topology.links if link.src == root and units[topology.link_index[(link.src, link.dst)]] > 0)
+        optimum = optimal_rate(topology, kind, root)
+        for k in range(2, min(degree, DISJOINT_MAX_TREES) + 1):
+            classes = grow_exact(topology, units, root, k)
+            if classes is None:
+                break
+            found.append(Packing(kind, (root,), tuple(classes), k, unit, optimum, "disjoint"))
+    cache[key] = tuple(found)
+    return cache[key]
