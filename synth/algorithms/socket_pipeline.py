@@ -162,19 +162,116 @@ def broadcast_steps(root: int, entry: int | None, near: list[int], far: list[int
     return steps
 
 
+def switch_groups(ranks: list[int], root: int, router: Router) -> list[list[int]]:
+    """``ranks`` grouped by the switch their route from the root ends at (a PCIe switch; a rank
+    with a direct link from the root is a group of its own), groups in order of their first rank."""
+    groups: dict[object, list[int]] = {}
+    for v in ranks:
+        via = router.route(root, v).via
+        groups.setdefault(via[-1] if via else ("rank", v), []).append(v)
+    return list(groups.values())
+
+
+def grouped(groups: list[list[int]]) -> bool:
+    """Whether spreading switch by switch differs from the flat swap: two groups or more, one of
+    them of two ranks or more."""
+    return len(groups) > 1 and max(len(g) for g in groups) > 1
+
+
+Parts = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _spread(holdings: dict[int, np.ndarray], groups: list[list[int]] | None) -> list[Parts]:
+    """The stages that give every rank of ``holdings`` what the others hold: the flat swap (one
+    stage: each rank sends its part to every other), or, with ``groups``, switch by switch (each
+    rank sends a 1/|S'| share of its part to every rank of every other group S', so each switch's
+    uplink carries each byte once; then each rank shares what it holds inside its own group)."""
+    if groups is None:
+        ranks = list(holdings)
+        flat = [(r, q) for r in ranks for q in ranks if q != r]
+        return [[(np.full(holdings[r].size, r), np.full(holdings[r].size, q), holdings[r]) for r, q in flat]]
+    exchange: Parts = []
+    held = {r: [c] for r, c in holdings.items()}
+    for group in groups:
+        for r in group:
+            for other in groups:
+                if other is group:
+                    continue
+                for j, q in enumerate(other):
+                    part = holdings[r][j :: len(other)]
+                    exchange.append((np.full(part.size, r), np.full(part.size, q), part))
+                    held[q].append(part)
+    share: Parts = []
+    for group in groups:
+        for r in group:
+            mine = np.concatenate(held[r])
+            share += [(np.full(mine.size, r), np.full(mine.size, q), mine) for q in group if q != r]
+    return [exchange, share]
+
+
+def grouped_steps(
+    root: int,
+    entry: int | None,
+    near: list[int],
+    far: list[int],
+    groups: list[np.ndarray],
+    near_groups: list[list[int]] | None,
+    far_groups: list[list[int]] | None,
+) -> list[LogicalStep]:
+    """`broadcast_steps` with each side spread switch by switch where its groups are given (None:
+    the flat swap): group j's stages run in steps j, j + 1, …, so the crossing of group j + 1
+    overlaps the spreading of the groups before it."""
+    per_group: list[list[Parts]] = []
+    for g in groups:
+        stages: list[Parts] = [[]]
+        if near:
+            stages[0] += _deal(root, near, g)
+            spread = _spread({r: g[i :: len(near)] for i, r in enumerate(near)}, near_groups)
+            for k, parts in enumerate(spread, start=1):
+                stages += [[] for _ in range(k + 1 - len(stages))]
+                stages[k] += parts
+        if entry is None:
+            stages[0] += _deal(root, far, g)
+            start, ranks, fgroups = 1, far, far_groups
+        else:
+            stages[0].append((np.full(g.size, root), np.full(g.size, entry), g))
+            ranks = [v for v in far if v != entry]
+            fgroups = None if far_groups is None else [[v for v in grp if v != entry] for grp in far_groups]
+            fgroups = None if fgroups is None else [grp for grp in fgroups if grp]
+            start = 2
+            if ranks:
+                stages += [[] for _ in range(2 - len(stages))]
+                stages[1] += _deal(entry, ranks, g)
+        if ranks:
+            spread = _spread({r: g[i :: len(ranks)] for i, r in enumerate(ranks)}, fgroups)
+            for k, parts in enumerate(spread, start=start):
+                stages += [[] for _ in range(k + 1 - len(stages))]
+                stages[k] += parts
+        per_group.append(stages)
+    total = max(j + len(st) for j, st in enumerate(per_group))
+    steps: list[LogicalStep] = []
+    for s in range(total):
+        parts = [p for j, st in enumerate(per_group) if 0 <= s - j < len(st) for p in st[s - j] if p[0].size]
+        if parts:
+            steps.append(logical_step(*(np.concatenate([p[i] for p in parts]) for i in range(3))))
+    return steps
+
+
 def build(
     topology: Topology,
     collective: Collective,
     router: Router,
-    shape: tuple[int, float, bool],
+    shape: tuple,
     near: list[int],
     far: list[int],
     entry: int,
 ) -> Schedule | None:
     """The schedule for ``collective`` (its chunks per piece) with m groups shrinking by ρ, through
     the ``entry`` rank or dealt by the root over the far side (``shape`` = (m, ρ, through the
-    entry)); ``near``, ``far`` and ``entry`` as `sides` and `entry_rank` give them for the root."""
-    m, ratio, through_entry = shape
+    entry), optionally followed by the near and far sides' switch groups, None for the flat swap);
+    ``near``, ``far`` and ``entry`` as `sides` and `entry_rank` give them for the root."""
+    m, ratio, through_entry = shape[:3]
+    near_groups, far_groups = shape[3:5] if len(shape) > 3 else (None, None)
     groups = shrinking_groups(collective.chunks_per_piece, m, ratio)
     if groups is None:
         return None
@@ -187,7 +284,12 @@ def build(
         "groups": [int(g.size) for g in groups],
         "ratio": ratio,
     }
-    return lower_copies(topology, collective, broadcast_steps(root, entry, near, far, groups), NAME, params, router)
+    if near_groups is None and far_groups is None:
+        steps = broadcast_steps(root, entry, near, far, groups)
+    else:
+        params["spread"] = {"near": "switches" if near_groups else "flat", "far": "switches" if far_groups else "flat"}
+        steps = grouped_steps(root, entry, near, far, groups, near_groups, far_groups)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
@@ -199,17 +301,23 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     router = router or router_for(topology)
     near, far = sides(topology, collective.root, router)  # NotApplicable early
     entry = entry_rank(far, collective.root, router)
+    near_groups, far_groups = switch_groups(near, collective.root, router), switch_groups(far, collective.root, router)
+    spreads: list[tuple] = [()]  # the flat swaps; switch by switch where a side has switches to go by
+    spreads += [(None, far_groups)] if grouped(far_groups) else []
+    spreads += [(near_groups, None)] if grouped(near_groups) else []
+    spreads += [(near_groups, far_groups)] if grouped(near_groups) and grouped(far_groups) else []
     requested = options.get("requested_chunks")
     at = size if size is not None else REFERENCE_SIZE
     timed = []
     for k in (requested,) if requested is not None else CHUNK_COUNTS:
         target = Collective(Kind.BROADCAST, collective.num_ranks, k, collective.root)
         shapes = [
-            (m, rho, through)
+            (m, rho, through, *spread)
             for through in (True, False)
             for m in GROUP_COUNTS
             if m <= k
             for rho in (RATIOS if m > 1 else (1.0,))
+            for spread in spreads
         ]
         built = (build(topology, target, router, shape, near, far, entry) for shape in shapes)
         usable = [s for s in built if s is not None]
