@@ -130,3 +130,30 @@ def test_switch_by_switch_spreading_on_asymmetric_pcie():
     assert _us(ours, topo, size) < _us(packed, topo, size)
     for root in (2, 9):  # behind a 12 GB/s uplink on either socket (verified by synthesize)
         synthesize(topo, Kind.BROADCAST, "socket-pipeline", root=root, options={"size": size})
+
+
+def test_near_side_fed_back_from_the_far_one_on_asymmetric_pcie():
+    """random-pcie-asym-2: the root's own PCIe link (12 GB/s) is barely wider than the socket link
+    (10 GB/s), so it cannot send a group across and over its own socket too. Sending each group
+    across only (dealt by the far switches' uplinks: 24 against 12 GB/s) and dealing it back from
+    the far side over the socket link's other direction keeps every step at the crossing's pace:
+    1 MiB 154.2 us against packing's 163.3. Every such shape verifies."""
+    from synth.algorithms.socket_pipeline import build, entry_rank, switch_groups
+    from synth.collective import Collective
+    from synth.verify import check
+
+    topo = gen.random_machine(2, "pcie-asym")
+    router = router_for(topo)
+    near, far = sides(topo, 0, router)
+    far_groups = switch_groups(far, 0, router)
+    entry = entry_rank(far, 0, router)
+    for spread in ((None, None, True), (None, far_groups, True, True), (None, far_groups, False, True)):
+        check(
+            build(topo, Collective(Kind.BROADCAST, topo.num_ranks, 48, 0), router, (3, 1.8, False, *spread), near, far, entry),
+            topo,
+        )
+    size = 1 << 20
+    ours = synthesize(topo, Kind.BROADCAST, "socket-pipeline", options={"size": size})
+    assert ours.params["near_from"] == "far" and ours.params["far_deal"] == "by uplink"
+    packed = synthesize(topo, Kind.BROADCAST, "packing", options={"size": size})
+    assert _us(ours, topo, size) < _us(packed, topo, size)

@@ -209,6 +209,33 @@ def _spread(holdings: dict[int, np.ndarray], groups: list[list[int]] | None) -> 
     return [exchange, share]
 
 
+def uplink_weights(groups: list[list[int]], root: int, topology: Topology, router: Router) -> dict[int, float]:
+    """A deal weight per rank: its switch's uplink bandwidth (the link into the last switch of the
+    route from the root) shared among the switch's ranks, so each switch takes a share of a group
+    in proportion to what its uplink carries back out."""
+    weights = {}
+    for group in groups:
+        via = router.route(root, group[0]).via
+        if len(via) >= 2:
+            bw = topology.links[topology.link_index[(via[-2], via[-1])]].bandwidth
+        else:
+            bw = router.route(root, group[0]).bottleneck
+        weights.update({v: bw / len(group) for v in group})
+    return weights
+
+
+def _weighted_parts(g: np.ndarray, ranks: list[int], weights: dict[int, float] | None) -> dict[int, np.ndarray]:
+    """``g`` dealt over ``ranks``: every len(ranks)-th chunk each, or in proportion to ``weights``
+    (a repeating pattern of whole chunks)."""
+    if weights is None:
+        return {r: g[i :: len(ranks)] for i, r in enumerate(ranks)}
+    w = np.array([weights[r] for r in ranks], dtype=np.float64)
+    share = np.maximum(1, np.round(w / w.min())).astype(np.int64)
+    pattern = np.repeat(np.arange(len(ranks)), share)
+    owner = pattern[np.arange(g.size) % pattern.size]
+    return {r: g[owner == i] for i, r in enumerate(ranks)}
+
+
 def grouped_steps(
     root: int,
     entry: int | None,
@@ -217,21 +244,39 @@ def grouped_steps(
     groups: list[np.ndarray],
     near_groups: list[list[int]] | None,
     far_groups: list[list[int]] | None,
+    near_from_far: bool = False,
+    far_weights: dict[int, float] | None = None,
 ) -> list[LogicalStep]:
     """`broadcast_steps` with each side spread switch by switch where its groups are given (None:
     the flat swap): group j's stages run in steps j, j + 1, …, so the crossing of group j + 1
-    overlaps the spreading of the groups before it."""
+    overlaps the spreading of the groups before it. With ``near_from_far`` (dealt shape only) the
+    root sends each group across only, and the far ranks deal it back over the near side in the
+    next step, over the slow link's other direction: for a root whose own link is barely wider
+    than the slow one, which could not carry both copies. ``far_weights``: the root's deal over the
+    far side in proportion to these (`uplink_weights`) instead of evenly."""
     per_group: list[list[Parts]] = []
     for g in groups:
         stages: list[Parts] = [[]]
         if near:
-            stages[0] += _deal(root, near, g)
+            first = 1
+            if near_from_far and entry is None:
+                dealt = _weighted_parts(g, far, far_weights)
+                back = [(np.full(c.size, v), np.full(c.size, -1), c) for v, c in dealt.items()]
+                src, chunk = np.concatenate([b[0] for b in back]), np.concatenate([b[2] for b in back])
+                order = np.argsort(chunk, kind="stable")
+                src, chunk = src[order], chunk[order]
+                pos = np.searchsorted(g, chunk)
+                stages.append([(src, np.asarray(near)[pos % len(near)], chunk)])
+                first = 2
+            else:
+                stages[0] += _deal(root, near, g)
             spread = _spread({r: g[i :: len(near)] for i, r in enumerate(near)}, near_groups)
-            for k, parts in enumerate(spread, start=1):
+            for k, parts in enumerate(spread, start=first):
                 stages += [[] for _ in range(k + 1 - len(stages))]
                 stages[k] += parts
         if entry is None:
-            stages[0] += _deal(root, far, g)
+            dealt = _weighted_parts(g, far, far_weights)
+            stages[0] += [(np.full(c.size, root), np.full(c.size, v), c) for v, c in dealt.items()]
             start, ranks, fgroups = 1, far, far_groups
         else:
             stages[0].append((np.full(g.size, root), np.full(g.size, entry), g))
@@ -243,7 +288,8 @@ def grouped_steps(
                 stages += [[] for _ in range(2 - len(stages))]
                 stages[1] += _deal(entry, ranks, g)
         if ranks:
-            spread = _spread({r: g[i :: len(ranks)] for i, r in enumerate(ranks)}, fgroups)
+            holdings = dealt if entry is None else {r: g[i :: len(ranks)] for i, r in enumerate(ranks)}
+            spread = _spread(holdings, fgroups)
             for k, parts in enumerate(spread, start=start):
                 stages += [[] for _ in range(k + 1 - len(stages))]
                 stages[k] += parts
@@ -271,7 +317,9 @@ def build(
     entry), optionally followed by the near and far sides' switch groups, None for the flat swap);
     ``near``, ``far`` and ``entry`` as `sides` and `entry_rank` give them for the root."""
     m, ratio, through_entry = shape[:3]
-    near_groups, far_groups = shape[3:5] if len(shape) > 3 else (None, None)
+    near_groups, far_groups, near_from_far, weighted = (
+        (*shape[3:7], False, False)[:4] if len(shape) > 3 else (None, None, False, False)
+    )
     groups = shrinking_groups(collective.chunks_per_piece, m, ratio)
     if groups is None:
         return None
@@ -288,7 +336,13 @@ def build(
         steps = broadcast_steps(root, entry, near, far, groups)
     else:
         params["spread"] = {"near": "switches" if near_groups else "flat", "far": "switches" if far_groups else "flat"}
-        steps = grouped_steps(root, entry, near, far, groups, near_groups, far_groups)
+        if near_from_far:
+            params["near_from"] = "far"
+        weights = None
+        if weighted and far_groups:
+            weights = uplink_weights(far_groups, root, topology, router)
+            params["far_deal"] = "by uplink"
+        steps = grouped_steps(root, entry, near, far, groups, near_groups, far_groups, near_from_far, weights)
     return lower_copies(topology, collective, steps, NAME, params, router)
 
 
@@ -306,6 +360,10 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     spreads += [(None, far_groups)] if grouped(far_groups) else []
     spreads += [(near_groups, None)] if grouped(near_groups) else []
     spreads += [(near_groups, far_groups)] if grouped(near_groups) and grouped(far_groups) else []
+    if near:  # the near side fed back from the far one (dealt shapes)
+        spreads += [(None, far_groups if grouped(far_groups) else None, True)]
+    if grouped(far_groups):  # the root's deal over the far side by the switches' uplinks
+        spreads += [(None, far_groups, False, True)] + ([(None, far_groups, True, True)] if near else [])
     requested = options.get("requested_chunks")
     at = size if size is not None else REFERENCE_SIZE
     timed = []
@@ -318,6 +376,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             if m <= k
             for rho in (RATIOS if m > 1 else (1.0,))
             for spread in spreads
+            if through is False or len(spread) < 3 or not any(spread[2:])
         ]
         built = (build(topology, target, router, shape, near, far, entry) for shape in shapes)
         usable = [s for s in built if s is not None]
