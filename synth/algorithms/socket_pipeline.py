@@ -38,6 +38,14 @@ networks to optimize collective operation performance", IPDPS 2000), each side's
 Geijn's scatter-allgather broadcast (`scatter-allgather`); pipelining the crossing in shrinking
 groups so that only the crossing steps pay its latency, and the last group is small, is ours.
 
+Where a side's ranks sit behind several PCIe switches (the asymmetric servers of the random family,
+with 12 GB/s uplinks) the flat swap would send each byte over an uplink once per rank behind it.
+More shapes are then tried (`grouped_steps`): that side spreads switch by switch (a share to every
+rank of every other switch, then a swap inside each switch: each uplink carries each byte once);
+the root deals the far side in proportion to the switches' uplinks (`uplink_weights`); and the near
+side may be fed back from the far one over the slow link's other direction, for a root whose own
+link cannot carry a group across and over its own socket in one step.
+
 Applies to one host of at most `MAX_RANKS` ranks where some routes from the root are narrower than
 others (the far side: the ranks behind the narrowest); broadcast only (multi-host machines:
 ``pipelined-tree``, ``hierarchical``; an NVSwitch box has no slower cut: ``scatter-allgather``).
