@@ -29,7 +29,7 @@ import numpy as np
 from synth.algorithms.engines.composition import aligned_overlap
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
-from synth.algorithms.engines.tree_packing import Packing, shallow
+from synth.algorithms.engines.tree_packing import Packing, disjoint, shallow
 from synth.algorithms.engines.tree_packing import packings as tree_packings
 from synth.algorithms.engines.tree_pipeline import chunk_shares, tree_schedule
 from synth.collective import DUAL, Collective, Kind
@@ -52,12 +52,13 @@ COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Ki
 
 def packings(topology: Topology, kind: Kind, root: int | None) -> list[Packing]:
     """The candidate trees: the throughput packings (fewest trees; shallower variants on up to
-    64 ranks, where growing them is cheap) and the breadth-first trees."""
+    64 ranks, where growing them is cheap), the breadth-first trees and, for broadcasts on machines
+    without switches, a few arc-disjoint shallow trees (`disjoint`)."""
     found = tree_packings(topology, kind, root, variants=topology.num_ranks <= 64 or kind is Kind.BROADCAST)
     out = list(found)
     if found[0].shape != "shallow":
         out.append(shallow(topology, kind, root))
-    return out
+    return out + list(disjoint(topology, kind, root))
 
 
 def chunk_counts(packing: Packing, kind: Kind, ranks: int) -> list[int]:

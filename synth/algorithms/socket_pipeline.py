@@ -38,6 +38,14 @@ networks to optimize collective operation performance", IPDPS 2000), each side's
 Geijn's scatter-allgather broadcast (`scatter-allgather`); pipelining the crossing in shrinking
 groups so that only the crossing steps pay its latency, and the last group is small, is ours.
 
+Where a side's ranks sit behind several PCIe switches (the asymmetric servers of the random family,
+with 12 GB/s uplinks) the flat swap would send each byte over an uplink once per rank behind it.
+More shapes are then tried (`grouped_steps`): that side spreads switch by switch (a share to every
+rank of every other switch, then a swap inside each switch: each uplink carries each byte once);
+the root deals the far side in proportion to the switches' uplinks (`uplink_weights`); and the near
+side may be fed back from the far one over the slow link's other direction, for a root whose own
+link cannot carry a group across and over its own socket in one step.
+
 Applies to one host of at most `MAX_RANKS` ranks where some routes from the root are narrower than
 others (the far side: the ranks behind the narrowest); broadcast only (multi-host machines:
 ``pipelined-tree``, ``hierarchical``; an NVSwitch box has no slower cut: ``scatter-allgather``).
@@ -162,19 +170,164 @@ def broadcast_steps(root: int, entry: int | None, near: list[int], far: list[int
     return steps
 
 
+def switch_groups(ranks: list[int], root: int, router: Router) -> list[list[int]]:
+    """``ranks`` grouped by the switch their route from the root ends at (a PCIe switch; a rank
+    with a direct link from the root is a group of its own), groups in order of their first rank."""
+    groups: dict[object, list[int]] = {}
+    for v in ranks:
+        via = router.route(root, v).via
+        groups.setdefault(via[-1] if via else ("rank", v), []).append(v)
+    return list(groups.values())
+
+
+def grouped(groups: list[list[int]]) -> bool:
+    """Whether spreading switch by switch differs from the flat swap: two groups or more, one of
+    them of two ranks or more."""
+    return len(groups) > 1 and max(len(g) for g in groups) > 1
+
+
+Parts = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _spread(holdings: dict[int, np.ndarray], groups: list[list[int]] | None) -> list[Parts]:
+    """The stages that give every rank of ``holdings`` what the others hold: the flat swap (one
+    stage: each rank sends its part to every other), or, with ``groups``, switch by switch (each
+    rank sends a 1/|S'| share of its part to every rank of every other group S', so each switch's
+    uplink carries each byte once; then each rank shares what it holds inside its own group)."""
+    if groups is None:
+        ranks = list(holdings)
+        flat = [(r, q) for r in ranks for q in ranks if q != r]
+        return [[(np.full(holdings[r].size, r), np.full(holdings[r].size, q), holdings[r]) for r, q in flat]]
+    exchange: Parts = []
+    held = {r: [c] for r, c in holdings.items()}
+    for group in groups:
+        for r in group:
+            for other in groups:
+                if other is group:
+                    continue
+                for j, q in enumerate(other):
+                    part = holdings[r][j :: len(other)]
+                    exchange.append((np.full(part.size, r), np.full(part.size, q), part))
+                    held[q].append(part)
+    share: Parts = []
+    for group in groups:
+        for r in group:
+            mine = np.concatenate(held[r])
+            share += [(np.full(mine.size, r), np.full(mine.size, q), mine) for q in group if q != r]
+    return [exchange, share]
+
+
+def uplink_weights(groups: list[list[int]], root: int, topology: Topology, router: Router) -> dict[int, float]:
+    """A deal weight per rank: its switch's uplink bandwidth (the link into the last switch of the
+    route from the root) shared among the switch's ranks, so each switch takes a share of a group
+    in proportion to what its uplink carries back out."""
+    weights = {}
+    for group in groups:
+        via = router.route(root, group[0]).via
+        if len(via) >= 2:
+            bw = topology.links[topology.link_index[(via[-2], via[-1])]].bandwidth
+        else:
+            bw = router.route(root, group[0]).bottleneck
+        weights.update({v: bw / len(group) for v in group})
+    return weights
+
+
+def _weighted_parts(g: np.ndarray, ranks: list[int], weights: dict[int, float] | None) -> dict[int, np.ndarray]:
+    """``g`` dealt over ``ranks``: every len(ranks)-th chunk each, or in proportion to ``weights``
+    (a repeating pattern of whole chunks)."""
+    if weights is None:
+        return {r: g[i :: len(ranks)] for i, r in enumerate(ranks)}
+    w = np.array([weights[r] for r in ranks], dtype=np.float64)
+    share = np.maximum(1, np.round(w / w.min())).astype(np.int64)
+    pattern = np.repeat(np.arange(len(ranks)), share)
+    owner = pattern[np.arange(g.size) % pattern.size]
+    return {r: g[owner == i] for i, r in enumerate(ranks)}
+
+
+def grouped_steps(
+    root: int,
+    entry: int | None,
+    near: list[int],
+    far: list[int],
+    groups: list[np.ndarray],
+    near_groups: list[list[int]] | None,
+    far_groups: list[list[int]] | None,
+    near_from_far: bool = False,
+    far_weights: dict[int, float] | None = None,
+) -> list[LogicalStep]:
+    """`broadcast_steps` with each side spread switch by switch where its groups are given (None:
+    the flat swap): group j's stages run in steps j, j + 1, …, so the crossing of group j + 1
+    overlaps the spreading of the groups before it. With ``near_from_far`` (dealt shape only) the
+    root sends each group across only, and the far ranks deal it back over the near side in the
+    next step, over the slow link's other direction: for a root whose own link is barely wider
+    than the slow one, which could not carry both copies. ``far_weights``: the root's deal over the
+    far side in proportion to these (`uplink_weights`) instead of evenly."""
+    per_group: list[list[Parts]] = []
+    for g in groups:
+        stages: list[Parts] = [[]]
+        if near:
+            first = 1
+            if near_from_far and entry is None:
+                dealt = _weighted_parts(g, far, far_weights)
+                back = [(np.full(c.size, v), np.full(c.size, -1), c) for v, c in dealt.items()]
+                src, chunk = np.concatenate([b[0] for b in back]), np.concatenate([b[2] for b in back])
+                order = np.argsort(chunk, kind="stable")
+                src, chunk = src[order], chunk[order]
+                pos = np.searchsorted(g, chunk)
+                stages.append([(src, np.asarray(near)[pos % len(near)], chunk)])
+                first = 2
+            else:
+                stages[0] += _deal(root, near, g)
+            spread = _spread({r: g[i :: len(near)] for i, r in enumerate(near)}, near_groups)
+            for k, parts in enumerate(spread, start=first):
+                stages += [[] for _ in range(k + 1 - len(stages))]
+                stages[k] += parts
+        if entry is None:
+            dealt = _weighted_parts(g, far, far_weights)
+            stages[0] += [(np.full(c.size, root), np.full(c.size, v), c) for v, c in dealt.items()]
+            start, ranks, fgroups = 1, far, far_groups
+        else:
+            stages[0].append((np.full(g.size, root), np.full(g.size, entry), g))
+            ranks = [v for v in far if v != entry]
+            fgroups = None if far_groups is None else [[v for v in grp if v != entry] for grp in far_groups]
+            fgroups = None if fgroups is None else [grp for grp in fgroups if grp]
+            start = 2
+            if ranks:
+                stages += [[] for _ in range(2 - len(stages))]
+                stages[1] += _deal(entry, ranks, g)
+        if ranks:
+            holdings = dealt if entry is None else {r: g[i :: len(ranks)] for i, r in enumerate(ranks)}
+            spread = _spread(holdings, fgroups)
+            for k, parts in enumerate(spread, start=start):
+                stages += [[] for _ in range(k + 1 - len(stages))]
+                stages[k] += parts
+        per_group.append(stages)
+    total = max(j + len(st) for j, st in enumerate(per_group))
+    steps: list[LogicalStep] = []
+    for s in range(total):
+        parts = [p for j, st in enumerate(per_group) if 0 <= s - j < len(st) for p in st[s - j] if p[0].size]
+        if parts:
+            steps.append(logical_step(*(np.concatenate([p[i] for p in parts]) for i in range(3))))
+    return steps
+
+
 def build(
     topology: Topology,
     collective: Collective,
     router: Router,
-    shape: tuple[int, float, bool],
+    shape: tuple,
     near: list[int],
     far: list[int],
     entry: int,
 ) -> Schedule | None:
     """The schedule for ``collective`` (its chunks per piece) with m groups shrinking by ρ, through
     the ``entry`` rank or dealt by the root over the far side (``shape`` = (m, ρ, through the
-    entry)); ``near``, ``far`` and ``entry`` as `sides` and `entry_rank` give them for the root."""
-    m, ratio, through_entry = shape
+    entry), optionally followed by the near and far sides' switch groups, None for the flat swap);
+    ``near``, ``far`` and ``entry`` as `sides` and `entry_rank` give them for the root."""
+    m, ratio, through_entry = shape[:3]
+    near_groups, far_groups, near_from_far, weighted = (
+        (*shape[3:7], False, False)[:4] if len(shape) > 3 else (None, None, False, False)
+    )
     groups = shrinking_groups(collective.chunks_per_piece, m, ratio)
     if groups is None:
         return None
@@ -187,7 +340,18 @@ def build(
         "groups": [int(g.size) for g in groups],
         "ratio": ratio,
     }
-    return lower_copies(topology, collective, broadcast_steps(root, entry, near, far, groups), NAME, params, router)
+    if near_groups is None and far_groups is None:
+        steps = broadcast_steps(root, entry, near, far, groups)
+    else:
+        params["spread"] = {"near": "switches" if near_groups else "flat", "far": "switches" if far_groups else "flat"}
+        if near_from_far:
+            params["near_from"] = "far"
+        weights = None
+        if weighted and far_groups:
+            weights = uplink_weights(far_groups, root, topology, router)
+            params["far_deal"] = "by uplink"
+        steps = grouped_steps(root, entry, near, far, groups, near_groups, far_groups, near_from_far, weights)
+    return lower_copies(topology, collective, steps, NAME, params, router)
 
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
@@ -199,17 +363,28 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     router = router or router_for(topology)
     near, far = sides(topology, collective.root, router)  # NotApplicable early
     entry = entry_rank(far, collective.root, router)
+    near_groups, far_groups = switch_groups(near, collective.root, router), switch_groups(far, collective.root, router)
+    spreads: list[tuple] = [()]  # the flat swaps; switch by switch where a side has switches to go by
+    spreads += [(None, far_groups)] if grouped(far_groups) else []
+    spreads += [(near_groups, None)] if grouped(near_groups) else []
+    spreads += [(near_groups, far_groups)] if grouped(near_groups) and grouped(far_groups) else []
+    if near:  # the near side fed back from the far one (dealt shapes)
+        spreads += [(None, far_groups if grouped(far_groups) else None, True)]
+    if grouped(far_groups):  # the root's deal over the far side by the switches' uplinks
+        spreads += [(None, far_groups, False, True)] + ([(None, far_groups, True, True)] if near else [])
     requested = options.get("requested_chunks")
     at = size if size is not None else REFERENCE_SIZE
     timed = []
     for k in (requested,) if requested is not None else CHUNK_COUNTS:
         target = Collective(Kind.BROADCAST, collective.num_ranks, k, collective.root)
         shapes = [
-            (m, rho, through)
+            (m, rho, through, *spread)
             for through in (True, False)
             for m in GROUP_COUNTS
             if m <= k
             for rho in (RATIOS if m > 1 else (1.0,))
+            for spread in spreads
+            if through is False or len(spread) < 3 or not any(spread[2:])
         ]
         built = (build(topology, target, router, shape, near, far, entry) for shape in shapes)
         usable = [s for s in built if s is not None]

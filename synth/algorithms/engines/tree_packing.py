@@ -46,6 +46,10 @@ from synth.topology import Topology
 _BYTES_PER_US = 1e3
 #: when growth fails within the tolerance, the rate losses tried next (a rate is reported)
 FALLBACK_SLACK = (0.05, 0.15, 0.3, 0.5)
+#: switchless broadcasts of at most this many ranks get the exact growth when the greedy one fails
+EXACT_MAX_RANKS = 96
+#: arc-disjoint shallow trees tried for small broadcasts (`disjoint`)
+DISJOINT_MAX_TREES = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -356,6 +360,8 @@ def packings(
             if not feasible(topology, units, k, roots):
                 continue
             classes = grow(channels, units, roots, k, shallow_first)
+            if classes is None and kind is Kind.BROADCAST and topology.num_ranks <= EXACT_MAX_RANKS:
+                classes = grow_exact(topology, units, roots[0], k)  # switchless: exact where greedy is stuck
             if classes is not None:
                 return Packing(kind, roots, tuple(classes), k, unit, optimum, "throughput")
         return None
@@ -405,4 +411,112 @@ def shallow(topology: Topology, kind: Kind, root: int | None = None) -> Packing:
         channels = channels_for(topology)
         roots = tuple(range(topology.num_ranks)) if kind is Kind.ALLGATHER else (int(root or 0),)
         cache[key] = shallow_packing(topology, kind, roots, shallow_trees(channels, roots), optimal_rate(topology, kind, root))
+    return cache[key]
+
+
+# ============================================================================ exact growth
+#: switchless broadcasts of at most this many ranks get the exact growth when the greedy one fails
+EXACT_MAX_RANKS = 96
+#: arc-disjoint shallow trees tried for small broadcasts (`disjoint`)
+DISJOINT_MAX_TREES = 4
+
+
+def grow_exact(topology: Topology, units: np.ndarray, root: int, k: int) -> list[TreeClass] | None:
+    """k arc-disjoint spanning arborescences from ``root`` within the link ``units`` on a machine
+    without switches (every channel a direct link), by Lovász's construction: the trees grow one
+    arc at a time, breadth-first and round-robin, and an arc is kept only if the trees can still be
+    completed, which Edmonds' theorem with root sets decides: with R_i the ranks tree i reaches and
+    the used arcs' units taken away, every set X of ranks without the root must still be entered by
+    at least |{i : X ∩ R_i = ∅}| units. In the network with a node s_i per tree (root → s_i one
+    unit, s_i → every rank of R_i unbounded) that is a max-flow of k from the root to every rank.
+    Exact where the units pass `feasible`, so it succeeds where the greedy `grow` gets stuck; None
+    where the machine has switches or the units do not pass."""
+    r = topology.num_ranks
+    if topology.num_nodes != r or r < 2:
+        return None
+    channels = channels_for(topology)
+    chan_of = {(int(s), int(d)): i for i, (s, d) in enumerate(zip(channels.src.tolist(), channels.dst.tolist(), strict=True))}
+    links = topology.links
+    # aux network: ranks 0..r-1, tree nodes r..r+k-1
+    arcs = [(link.src, link.dst) for link in links]
+    arcs += [(root, r + i) for i in range(k)]
+    arcs += [(r + i, v) for i in range(k) for v in range(r)]
+    arcs += [(root, v) for v in range(r)]
+    net = FlowNetwork(r + k, arcs)
+    big = float(k * r + 1)
+    room = [float(u) for u in units.tolist()]
+    inside = [np.zeros(r, dtype=bool) for _ in range(k)]
+    parent = [np.full(r, -1, dtype=np.int64) for _ in range(k)]
+    depth = [np.full(r, -1, dtype=np.int64) for _ in range(k)]
+    for i in range(k):
+        inside[i][root] = True
+        depth[i][root] = 0
+
+    def enough(sinks) -> bool:
+        """Every set of ranks without the root holding one of ``sinks`` is entered by enough units
+        (a sink that passed clears the sets holding it for the later ones)."""
+        caps = room + [1.0] * k
+        caps += [big if inside[i][v] else 0.0 for i in range(k) for v in range(r)]
+        clear = [0.0] * r
+        for v in sinks:
+            result = net.max_flow(caps + clear, root, v, limit=k - 0.5)
+            if result.value < k - 0.5:
+                return False
+            clear[v] = big
+        return True
+
+    if not enough([v for v in _near_first(topology, (root,)) if v != root]):
+        return None
+    out_of = [[(link.dst, j) for j, link in enumerate(links) if link.src == u] for u in range(r)]
+    reached = [1] * k
+    while min(reached) < r:
+        i = int(np.argmin(reached))
+        # arcs out of tree i, shallowest source first, then the most room, then the lowest ids
+        cands = sorted(
+            (int(depth[i][u]), -room[j], u, v, j)
+            for u in np.flatnonzero(inside[i]).tolist()
+            for v, j in out_of[u]
+            if not inside[i][v] and room[j] >= 1
+        )
+        for d, _, u, v, j in cands:
+            room[j] -= 1
+            inside[i][v] = True
+            if enough([v]):  # only sets holding v lost a unit without losing a tree's demand
+                parent[i][v] = chan_of[(u, v)]
+                depth[i][v] = d + 1
+                reached[i] += 1
+                break
+            room[j] += 1
+            inside[i][v] = False
+        else:
+            return None
+    return [TreeClass(root, 1, parent[i], depth[i]) for i in range(k)]
+
+
+def disjoint(topology: Topology, kind: Kind, root: int | None = None) -> tuple[Packing, ...]:
+    """Arc-disjoint shallow trees for small broadcasts on a machine without switches: for k = 2 …
+    `DISJOINT_MAX_TREES` (at most the root's links), k trees from the root, each link of the
+    widest rate carrying at most one (narrower links none), grown exactly (`grow_exact`,
+    breadth-first). With one chunk per tree each step moves k chunks over k different links, so
+    the message crosses the diameter in about as many steps as one breadth-first tree takes, but
+    each step carries 1/k of it: two trees of height 6 on a 6 × 5 × 3 torus take 6 (α + n/2B)
+    where one takes 6 (α + n/B). Empty elsewhere. Cached on the topology."""
+    key = ("disjoint", kind, root)
+    cache = topology.__dict__.setdefault("_packings", {})
+    if key in cache:
+        return cache[key]
+    found: list[Packing] = []
+    r = topology.num_ranks
+    if kind is Kind.BROADCAST and topology.num_nodes == r and 2 < r <= EXACT_MAX_RANKS:
+        root = int(root or 0)
+        unit = float(topology.bandwidth_array.max())
+        units = link_units(topology, unit)
+        degree = sum(1 for link in topology.links if link.src == root and units[topology.link_index[(link.src, link.dst)]] > 0)
+        optimum = optimal_rate(topology, kind, root)
+        for k in range(2, min(degree, DISJOINT_MAX_TREES) + 1):
+            classes = grow_exact(topology, units, root, k)
+            if classes is None:
+                break
+            found.append(Packing(kind, (root,), tuple(classes), k, unit, optimum, "disjoint"))
+    cache[key] = tuple(found)
     return cache[key]
