@@ -957,11 +957,13 @@ def _region_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alph
             continue
         outside = [v for v in range(r) if v not in inside]
         sides = [(len(outside), sum(ingress[v].bandwidth for v in outside), "every rank outside")]
-        if len(inside) > 1:
-            part = next(p for p, _ in an.partitions() if frozenset(v for v in range(r) if p[v] == p[root]) == inside)
-            groups = [frozenset(v for v in range(r) if part[v] == q) for q in sorted(set(part) - {part[root]})]
-            if all(g in into_part for g in groups):
-                sides.append((len(groups), sum(into_part[g].bandwidth for g in groups), "every other part"))
+        for part, name in an.partitions():  # groups: the parts outside U of any partition that U's ranks respect
+            parts = [frozenset(v for v in range(r) if part[v] == q) for q in sorted(set(part))]
+            if any(g & inside and not g <= inside for g in parts):
+                continue
+            groups = [g for g in parts if not g & inside]
+            if len(groups) < len(outside) and all(g in into_part for g in groups):
+                sides.append((len(groups), sum(into_part[g].bandwidth for g in groups), f"every part ({name}) outside"))
         for m, total, who in sides:
             if m < 2 or total <= 0 or total <= out_of.bandwidth:
                 continue  # no geometric weights: the lines say no more than cut-latency
