@@ -933,17 +933,21 @@ def _region_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alph
     outside (each other rank, or each other part of the partition) must each take in every byte
     over their regions' ingress K, a byte only after it crossed. Per N, a weighted sum of the two
     ways each block of steps is charged (`synth.bounds.pipeline`); the bound is the smallest over N
-    and the largest over the sets U (docs/bounds.md, `region-pipeline`)."""
+    and the largest over the sets U (docs/bounds.md, `region-pipeline`). Reduce: the same on the
+    reversed topology (a reduce schedule reversed is a broadcast no slower there), i.e. with every
+    region's ingress and egress swapped and α_U that of the links entering U."""
     r, root = c.num_ranks, c.root
-    if c.kind is not Kind.BROADCAST or r < 3:
+    if c.kind not in (Kind.BROADCAST, Kind.REDUCE) or r < 3:
         return None
+    mirror = c.kind is Kind.REDUCE
     thru = an.through_alpha()
-    ingress = an.ingress()
-    into_part = {ranks: into for ranks, into, _ in an.part_regions()}
-    sets: list[tuple[frozenset[int], Cut, str]] = [(frozenset({root}), an.egress()[root], "the root's region")]
+    ingress = an.egress() if mirror else an.ingress()
+    into_part = {ranks: (out if mirror else into) for ranks, into, out in an.part_regions()}
+    root_cut = an.ingress()[root] if mirror else an.egress()[root]
+    sets: list[tuple[frozenset[int], Cut, str]] = [(frozenset({root}), root_cut, "the root's region")]
     for part, name in an.partitions():
         inside = frozenset(v for v in range(r) if part[v] == part[root])
-        out_of = next((cut for ranks, _, cut in an.part_regions() if ranks == inside), None)
+        out_of = next((out if not mirror else into for ranks, into, out in an.part_regions() if ranks == inside), None)
         if out_of is None or len(inside) == r:
             continue
         groups = [frozenset(v for v in range(r) if part[v] == q) for q in sorted(set(part) - {part[root]})]
@@ -952,7 +956,7 @@ def _region_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alph
     for inside, out_of, what in sets:
         if out_of.bandwidth <= 0:
             continue
-        alpha_u = _crossing_alpha(topology, thru, out_of.nodes, "out")
+        alpha_u = _crossing_alpha(topology, thru, out_of.nodes, "in" if mirror else "out")
         if not math.isfinite(alpha_u):
             continue
         outside = [v for v in range(r) if v not in inside]
@@ -968,11 +972,11 @@ def _region_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alph
             if m < 2 or total <= 0 or total <= out_of.bandwidth:
                 continue  # no geometric weights: the lines say no more than cut-latency
             key = (alpha_u, out_of.bandwidth, total, m)
-            candidates.setdefault(
-                key,
-                f"out of {what} ({describe_nodes(topology, out_of.nodes)}, {_gbps(out_of.bandwidth)}, "
-                f">= {alpha_u:g} us a crossing step) into {who} ({m}, {_gbps(total)} in all)",
+            where = (
+                f"{what} ({describe_nodes(topology, out_of.nodes)}, {_gbps(out_of.bandwidth)}, >= {alpha_u:g} us a crossing step)"
             )
+            ends = f"{who} ({m}, {_gbps(total)} in all)"
+            candidates.setdefault(key, f"from {ends} into {where}" if mirror else f"out of {where} into {ends}")
     if not candidates:
         return None
     found = list(candidates.items())
@@ -990,8 +994,15 @@ def _region_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alph
         "region-pipeline",
         1.0 / (slowest[1] * _BYTES_PER_US),
         slowest[0],
-        "the root's data leaves a region holding the root in N steps that each pay the exit's alpha, and the "
-        "ranks outside spread what crossed only after it crossed; the best N",
+        (
+            "the contributions enter a region holding the root in N steps that each pay the entry's alpha, and the "
+            "ranks outside must have combined what enters before it enters (a broadcast reversed); the best N"
+        )
+        if mirror
+        else (
+            "the root's data leaves a region holding the root in N steps that each pay the exit's alpha, and the "
+            "ranks outside spread what crossed only after it crossed; the best N"
+        ),
         LazyLines(compute),
         "max-min-max",
     )
