@@ -432,11 +432,12 @@ def region_pipeline_machines() -> list[Topology]:
     ]
 
 
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.REDUCE])
 @pytest.mark.parametrize("index", range(5))
-def test_region_pipeline_holds_for_every_broadcast(index):
-    """Every method's broadcast (the self-tuning ones tuned at each size: socket-pipeline's shrinking
-    groups are the schedules closest to this bound), from two roots with several chunk counts, and
-    random valid broadcasts: none is faster than `region-pipeline` at any size."""
+def test_region_pipeline_holds_for_every_broadcast(index, kind):
+    """Every method's broadcast and reduce (the self-tuning ones tuned at each size: socket-pipeline's
+    shrinking groups are the schedules closest to this bound), from two roots with several chunk
+    counts, and random valid ones: none is faster than `region-pipeline` at any size."""
     from synth.collective import Collective
 
     topo = region_pipeline_machines()[index]
@@ -444,26 +445,30 @@ def test_region_pipeline_holds_for_every_broadcast(index):
     rng = random.Random(index)
     sizes = (1000, 64 << 10, 1 << 20, 16 << 20, 1 << 30)
     for root in (0, r - 1):
-        term = bound_model(topo, Kind.BROADCAST, root).term("region-pipeline")
+        term = bound_model(topo, kind, root).term("region-pipeline")
         schedules = []
-        for method in (m for m in METHODS if m not in ("ilp", "auto") and METHODS[m].serves(Kind.BROADCAST)):
+        for method in (m for m in METHODS if m not in ("ilp", "auto") and METHODS[m].serves(kind)):
             for chunks in (None, 2, 8):
                 try:
-                    schedules.append((method, None, synthesize(topo, Kind.BROADCAST, method, root=root, chunks=chunks)))
+                    schedules.append((method, None, synthesize(topo, kind, method, root=root, chunks=chunks)))
                 except NotApplicable:
                     continue
             if "size" in METHODS[method].options:
                 for size in sizes:
                     try:
-                        tuned = synthesize(topo, Kind.BROADCAST, method, root=root, options={"size": size})
+                        tuned = synthesize(topo, kind, method, root=root, options={"size": size})
                     except NotApplicable:
                         break
                     schedules.append((method, size, tuned))
         for _ in range(3):
-            schedules.append(("random", None, random_copy_schedule(topo, Collective(Kind.BROADCAST, r, 1, root), rng)))
+            collective = Collective(kind, r, 1, root)
+            if kind is Kind.BROADCAST:
+                schedules.append(("random", None, random_copy_schedule(topo, collective, rng)))
+            else:
+                schedules.append(("random", None, random_schedule_of(topo, collective, rng)))
         for method, at, schedule in schedules:
             for size in sizes if at is None else (at,):
                 cost = step_synchronous_time(schedule, topo, size)
                 assert term.time_us(size) <= cost * (1 + REL) + 1e-12, (
-                    f"{topo.name} root {root} {method} size {size}: region-pipeline {term.time_us(size)} > {cost}"
+                    f"{topo.name} {kind.value} root {root} {method} size {size}: region-pipeline {term.time_us(size)} > {cost}"
                 )
