@@ -386,14 +386,14 @@ def test_pcie_broadcast_at_64k_a_better_schedule_than_the_methods():
     assert bound <= expected < 1.06 * bound
 
 
-# ============================================================================ region-pipeline
-def test_region_pipeline_on_two_sockets():
-    """pcie-2socket broadcast from gpu0 (docs/bounds.md, `region-pipeline`): the root's socket
+# ============================================================================ exit-pipeline
+def test_exit_pipeline_on_two_sockets():
+    """pcie-2socket broadcast from gpu0 (docs/bounds.md, `exit-pipeline`): the root's socket
     exits over 10 GB/s, a crossing step lasts >= 3 us, the four far GPUs take in 24 GB/s each
     (K = 96 GB/s, r = (9.6 - 1)/3). One crossing step: 3 us + n (1/10 + 3/96) / 1e3 us; two: the
     weights (1, r/(1+r)); socket-pipeline, tuned at each size, within 1.09 of the bound and above it."""
     topo = get_topology("pcie-2socket")
-    term = bound_model(topo, Kind.BROADCAST, 0).term("region-pipeline")
+    term = bound_model(topo, Kind.BROADCAST, 0).term("exit-pipeline")
     c, k, r = 1 / 10e3, 1 / 96e3, (9.6 - 1) / 3
     size = 64 << 10
     assert term.time_us(size) == pytest.approx(3 + size * (c + 3 * k), rel=1e-9)

@@ -414,10 +414,10 @@ def check_multilevel_machine(index: int, method_kinds: tuple[Kind, ...]) -> None
             assert_sound(schedule, topo, f"{topo.name} {kind.value} {method} root {root}")
 
 
-# ============================================================================ region-pipeline
-def region_pipeline_machines() -> list[Topology]:
+# ============================================================================ exit-pipeline
+def exit_pipeline_machines() -> list[Topology]:
     """Machines where a slow exit out of the root's socket, host or rack is the pipeline's
-    bottleneck (docs/bounds.md, `region-pipeline`): the built-in two-socket PCIe server, two random
+    bottleneck (docs/bounds.md, `exit-pipeline`): the built-in two-socket PCIe server, two random
     asymmetric PCIe servers and a random 3-tier fat-tree of the midsize benchmark's family, and a
     small multi-host machine."""
     from synth import generators as gen
@@ -434,18 +434,18 @@ def region_pipeline_machines() -> list[Topology]:
 
 @pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.REDUCE])
 @pytest.mark.parametrize("index", range(5))
-def test_region_pipeline_holds_for_every_broadcast(index, kind):
+def test_exit_pipeline_holds_for_every_broadcast(index, kind):
     """Every method's broadcast and reduce (the self-tuning ones tuned at each size: socket-pipeline's
     shrinking groups are the schedules closest to this bound), from two roots with several chunk
-    counts, and random valid ones: none is faster than `region-pipeline` at any size."""
+    counts, and random valid ones: none is faster than `exit-pipeline` at any size."""
     from synth.collective import Collective
 
-    topo = region_pipeline_machines()[index]
+    topo = exit_pipeline_machines()[index]
     r = topo.num_ranks
     rng = random.Random(index)
     sizes = (1000, 64 << 10, 1 << 20, 16 << 20, 1 << 30)
     for root in (0, r - 1):
-        term = bound_model(topo, kind, root).term("region-pipeline")
+        term = bound_model(topo, kind, root).term("exit-pipeline")
         schedules = []
         for method in (m for m in METHODS if m not in ("ilp", "auto") and METHODS[m].serves(kind)):
             for chunks in (None, 2, 8):
@@ -470,5 +470,5 @@ def test_region_pipeline_holds_for_every_broadcast(index, kind):
             for size in sizes if at is None else (at,):
                 cost = step_synchronous_time(schedule, topo, size)
                 assert term.time_us(size) <= cost * (1 + REL) + 1e-12, (
-                    f"{topo.name} {kind.value} root {root} {method} size {size}: region-pipeline {term.time_us(size)} > {cost}"
+                    f"{topo.name} {kind.value} root {root} {method} size {size}: exit-pipeline {term.time_us(size)} > {cost}"
                 )

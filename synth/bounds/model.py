@@ -926,14 +926,14 @@ def _root_pipeline_term(topology: Topology, c: Collective, an: _Analysis, steps:
     )
 
 
-def _region_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
+def _exit_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
     """Broadcast: for a node set U holding the root (the root's egress region, and the region of the
     root's part of every partition), the data leaves U in N crossing steps, each lasting at least
     α_U (the smallest α of a transfer through U's exit) plus its bytes over out(U), and the m groups
     outside (each other rank, or each other part of the partition) must each take in every byte
     over their regions' ingress K, a byte only after it crossed. Per N, a weighted sum of the two
     ways each block of steps is charged (`synth.bounds.pipeline`); the bound is the smallest over N
-    and the largest over the sets U (docs/bounds.md, `region-pipeline`). Reduce: the same on the
+    and the largest over the sets U (docs/bounds.md, `exit-pipeline`). Reduce: the same on the
     reversed topology (a reduce schedule reversed is a broadcast no slower there), i.e. with every
     region's ingress and egress swapped and α_U that of the links entering U."""
     r, root = c.num_ranks, c.root
@@ -991,7 +991,7 @@ def _region_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alph
 
     slowest = max(found, key=lambda item: (1.0 / item[0][1], item[0][0]))[0]
     return BoundTerm(
-        "region-pipeline",
+        "exit-pipeline",
         1.0 / (slowest[1] * _BYTES_PER_US),
         slowest[0],
         (
@@ -1443,9 +1443,9 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         root_pipeline = _root_pipeline_term(topology, c, an, steps, facts.min_transfer_alpha)
         if root_pipeline is not None:
             terms.append(root_pipeline)
-        region_pipeline = _region_pipeline_term(topology, c, an, facts.min_transfer_alpha)
-        if region_pipeline is not None:
-            terms.append(region_pipeline)
+        exit_pipeline = _exit_pipeline_term(topology, c, an, facts.min_transfer_alpha)
+        if exit_pipeline is not None:
+            terms.append(exit_pipeline)
         if r <= LAYERED_MAX_RANKS:
             terms.append(_time_expanded_term(topology, c, an, steps, facts.min_transfer_alpha, bandwidth))
             crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)

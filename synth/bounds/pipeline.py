@@ -1,4 +1,4 @@
-"""The `region-pipeline` bound's lines (docs/bounds.md, `region-pipeline`).
+"""The `exit-pipeline` bound's lines (docs/bounds.md, `exit-pipeline`).
 
 A broadcast's data leaves a node set U that holds the root (exit bandwidth C_U; every transfer
 that crosses U's exit lasts at least α_U on top of its bytes) in N crossing steps, and the m groups
@@ -49,12 +49,15 @@ def theta_line(theta: list[float], alpha_u: float, alpha_min: float, c: float, k
     """(latency µs, µs per byte) of the line of weights θ_1..θ_N (``theta[1..N]``, ``theta[N+1]``
     = 0), valid for every θ in [0, 1] that does not grow with l; c = 1/C_U and k = 1/K in µs per byte."""
     n_steps = len(theta) - 2
+    weights = [1.0] * (n_steps + 2)  # θ clipped to [0, 1] and made non-increasing (a prefix minimum)
+    for step in range(1, n_steps + 1):
+        weights[step] = min(weights[step - 1], 1.0, max(0.0, theta[step]))
+    weights[n_steps + 1] = 0.0
     latency = 0.0
     kappa = math.inf
     for step in range(1, n_steps + 1):
-        t = min(1.0, max(0.0, theta[step]))
-        following = min(t, max(0.0, theta[step + 1]))
-        phi = t - following
+        t = weights[step]
+        phi = t - weights[step + 1]
         latency += t * alpha_u + (1 - t) * alpha_min
         coef = min(c * t + (m - 1) * phi * k, m * c * t) + m * (1 - t) * k
         kappa = min(kappa, coef)
