@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from synth import generators as gen
-from synth.bounds import bound_model, lower_bounds
+from synth.bounds import bound_model, lower_bounds, pipeline
 from synth.bounds.latency import latency_facts
 from synth.bounds.layered import flow_spec, layered_bound, layout
 from synth.bounds.model import LAYERED_STEPS
@@ -384,3 +384,25 @@ def test_pcie_broadcast_at_64k_a_better_schedule_than_the_methods():
     assert cost(schedule, topo, size) == pytest.approx(expected)
     bound = bound_model(topo, Kind.BROADCAST, 0).time_us(size)
     assert bound <= expected < 1.06 * bound
+
+
+# ============================================================================ exit-pipeline
+def test_exit_pipeline_on_two_sockets():
+    """pcie-2socket broadcast from gpu0 (docs/bounds.md, `exit-pipeline`): the root's socket
+    exits over 10 GB/s, a crossing step lasts >= 3 us, the four far GPUs take in 24 GB/s each
+    (K = 96 GB/s, r = (9.6 - 1)/3). One crossing step: 3 us + n (1/10 + 3/96) / 1e3 us; two: the
+    weights (1, r/(1+r)); socket-pipeline, tuned at each size, within 1.09 of the bound and above it."""
+    topo = get_topology("pcie-2socket")
+    term = bound_model(topo, Kind.BROADCAST, 0).term("exit-pipeline")
+    c, k, r = 1 / 10e3, 1 / 96e3, (9.6 - 1) / 3
+    size = 64 << 10
+    assert term.time_us(size) == pytest.approx(3 + size * (c + 3 * k), rel=1e-9)
+    two = [(lat, slope) for n, lat, slope, _ in pipeline.lines(3.0, 1.0, c, k, 4) if n == 2]
+    theta2 = r / (1 + r)
+    assert two[1] == pytest.approx((3 + theta2 * 3 + (1 - theta2) * 1, c + 3 * k / (1 + r)))
+    assert two[0] == pytest.approx((6.0, c))
+    for size, most in ((64 << 10, 1.09), (1 << 20, 1.03), (16 << 20, 1.01), (1 << 30, 1.003)):
+        schedule = synthesize(topo, Kind.BROADCAST, "socket-pipeline", root=0, options={"size": size})
+        assert term.time_us(size) <= cost(schedule, topo, size) <= most * term.time_us(size)
+    # NCCL's analytic ring (streamed: one 3 us crossing) is below it at 16 MiB and 1 GiB
+    assert term.time_us(16 << 20) > 1691.83 and term.time_us(1 << 30) > 107388.29

@@ -412,3 +412,63 @@ def check_multilevel_machine(index: int, method_kinds: tuple[Kind, ...]) -> None
             except NotApplicable:
                 continue
             assert_sound(schedule, topo, f"{topo.name} {kind.value} {method} root {root}")
+
+
+# ============================================================================ exit-pipeline
+def exit_pipeline_machines() -> list[Topology]:
+    """Machines where a slow exit out of the root's socket, host or rack is the pipeline's
+    bottleneck (docs/bounds.md, `exit-pipeline`): the built-in two-socket PCIe server, two random
+    asymmetric PCIe servers and a random 3-tier fat-tree of the midsize benchmark's family, and a
+    small multi-host machine."""
+    from synth import generators as gen
+    from synth.generators import random_machine
+
+    return [
+        get_topology("pcie-2socket"),
+        random_machine(1, "pcie-asym"),
+        random_machine(2, "pcie-asym"),
+        random_machine(1, "fattree3"),
+        gen.multihost(hosts=3, gpus=2, nic="host", nic_bandwidth=12.5, name="mh-host-nic"),
+    ]
+
+
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.REDUCE])
+@pytest.mark.parametrize("index", range(5))
+def test_exit_pipeline_holds_for_every_broadcast(index, kind):
+    """Every method's broadcast and reduce (the self-tuning ones tuned at each size: socket-pipeline's
+    shrinking groups are the schedules closest to this bound), from two roots with several chunk
+    counts, and random valid ones: none is faster than `exit-pipeline` at any size."""
+    from synth.collective import Collective
+
+    topo = exit_pipeline_machines()[index]
+    r = topo.num_ranks
+    rng = random.Random(index)
+    sizes = (1000, 64 << 10, 1 << 20, 16 << 20, 1 << 30)
+    for root in (0, r - 1):
+        term = bound_model(topo, kind, root).term("exit-pipeline")
+        schedules = []
+        for method in (m for m in METHODS if m not in ("ilp", "auto") and METHODS[m].serves(kind)):
+            for chunks in (None, 2, 8):
+                try:
+                    schedules.append((method, None, synthesize(topo, kind, method, root=root, chunks=chunks)))
+                except NotApplicable:
+                    continue
+            if "size" in METHODS[method].options:
+                for size in sizes:
+                    try:
+                        tuned = synthesize(topo, kind, method, root=root, options={"size": size})
+                    except NotApplicable:
+                        break
+                    schedules.append((method, size, tuned))
+        for _ in range(3):
+            collective = Collective(kind, r, 1, root)
+            if kind is Kind.BROADCAST:
+                schedules.append(("random", None, random_copy_schedule(topo, collective, rng)))
+            else:
+                schedules.append(("random", None, random_schedule_of(topo, collective, rng)))
+        for method, at, schedule in schedules:
+            for size in sizes if at is None else (at,):
+                cost = step_synchronous_time(schedule, topo, size)
+                assert term.time_us(size) <= cost * (1 + REL) + 1e-12, (
+                    f"{topo.name} {kind.value} root {root} {method} size {size}: exit-pipeline {term.time_us(size)} > {cost}"
+                )

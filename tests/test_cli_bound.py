@@ -46,7 +46,7 @@ def test_json_output(tmp_path):
     # two pipelines of 9..10 steps (one each way round the ring): >= 9 x 1 us + 10/9 x size / 20 GB/s
     assert entry["size"] == 1_000_000 and entry["time_us"] == pytest.approx(9 + 10 / 9 * 1e6 / 20e3)
     assert entry["binding"] == "time-expanded"
-    names = ["ingress", "egress", "flow", "root-pipeline", "time-expanded", "latency"]
+    names = ["ingress", "egress", "flow", "root-pipeline", "exit-pipeline", "time-expanded", "latency"]
     assert [b["name"] for b in entry["bounds"]] == names
     assert [t["name"] for t in doc["terms"]] == names
     (steps,) = [t for t in doc["terms"] if t["name"] == "time-expanded"]

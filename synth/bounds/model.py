@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from synth.bounds import alltoall as a2a
-from synth.bounds import layered, oneport
+from synth.bounds import layered, oneport, pipeline
 from synth.bounds.contracted import contract, contract_spec
 from synth.bounds.cuts import Cut, PairCut, RatioCut, max_ratio_cut, min_cut_between, min_pair_cut, rank_ingress_cuts
 from synth.bounds.latency import LatencyFacts, latency_facts, through_alpha
@@ -79,6 +79,9 @@ class Line:
     #: for ``combine`` "max-min": the group the line belongs to (the bound is the largest over the
     #: groups of the smallest line of each)
     group: int = 0
+    #: for ``combine`` "max-min-max": the family of the group (the bound is the largest over the
+    #: families of the smallest over their groups of each group's largest line)
+    family: int = 0
 
     def time_us(self, size: float) -> float:
         return self.us_per_byte * size + self.latency_us
@@ -102,9 +105,11 @@ class LazyLines:
 @dataclass(frozen=True)
 class BoundTerm:
     """One lower bound. Linear: ``time_us(size) = us_per_byte × size + latency_us``. With
-    ``lines``, a piecewise-linear bound: the ``combine`` ("min", "max", or "max-min": the largest
-    over the lines' groups of each group's smallest line) of its lines, never below the linear
-    form (which is then the bound's form for very small and very large sizes)."""
+    ``lines``, a piecewise-linear bound: the ``combine`` ("min", "max", "max-min": the largest
+    over the lines' groups of each group's smallest line, or "max-min-max": the largest over the
+    lines' families of the smallest over each family's groups of the group's largest line) of its
+    lines, never below the linear form (which is then the bound's form for very small and very
+    large sizes)."""
 
     name: str
     us_per_byte: float
@@ -126,6 +131,14 @@ class BoundTerm:
         def key(line: Line) -> tuple[float, float]:
             return (line.time_us(size), line.latency_us)
 
+        if self.combine == "max-min-max":
+            families: dict[int, dict[int, list[Line]]] = {}
+            for line in lines:
+                families.setdefault(line.family, {}).setdefault(line.group, []).append(line)
+            return max(
+                (min((max(group, key=key) for group in family.values()), key=key) for family in families.values()),
+                key=key,
+            )
         if self.combine == "max-min":
             groups: dict[int, list[Line]] = {}
             for line in lines:
@@ -913,6 +926,88 @@ def _root_pipeline_term(topology: Topology, c: Collective, an: _Analysis, steps:
     )
 
 
+def _exit_pipeline_term(topology: Topology, c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
+    """Broadcast: for a node set U holding the root (the root's egress region, and the region of the
+    root's part of every partition), the data leaves U in N crossing steps, each lasting at least
+    α_U (the smallest α of a transfer through U's exit) plus its bytes over out(U), and the m groups
+    outside (each other rank, or each other part of the partition) must each take in every byte
+    over their regions' ingress K, a byte only after it crossed. Per N, a weighted sum of the two
+    ways each block of steps is charged (`synth.bounds.pipeline`); the bound is the smallest over N
+    and the largest over the sets U (docs/bounds.md, `exit-pipeline`). Reduce: the same on the
+    reversed topology (a reduce schedule reversed is a broadcast no slower there), i.e. with every
+    region's ingress and egress swapped and α_U that of the links entering U."""
+    r, root = c.num_ranks, c.root
+    if c.kind not in (Kind.BROADCAST, Kind.REDUCE) or r < 3:
+        return None
+    mirror = c.kind is Kind.REDUCE
+    thru = an.through_alpha()
+    ingress = an.egress() if mirror else an.ingress()
+    into_part = {ranks: (out if mirror else into) for ranks, into, out in an.part_regions()}
+    root_cut = an.ingress()[root] if mirror else an.egress()[root]
+    sets: list[tuple[frozenset[int], Cut, str]] = [(frozenset({root}), root_cut, "the root's region")]
+    for part, name in an.partitions():
+        inside = frozenset(v for v in range(r) if part[v] == part[root])
+        out_of = next((out if not mirror else into for ranks, into, out in an.part_regions() if ranks == inside), None)
+        if out_of is None or len(inside) == r:
+            continue
+        groups = [frozenset(v for v in range(r) if part[v] == q) for q in sorted(set(part) - {part[root]})]
+        sets.append((inside, out_of, f"the root's part of {len(groups) + 1} parts ({name})"))
+    candidates: dict[tuple, str] = {}
+    for inside, out_of, what in sets:
+        if out_of.bandwidth <= 0:
+            continue
+        alpha_u = _crossing_alpha(topology, thru, out_of.nodes, "in" if mirror else "out")
+        if not math.isfinite(alpha_u):
+            continue
+        outside = [v for v in range(r) if v not in inside]
+        sides = [(len(outside), sum(ingress[v].bandwidth for v in outside), "every rank outside")]
+        for part, name in an.partitions():  # groups: the parts outside U of any partition that U's ranks respect
+            parts = [frozenset(v for v in range(r) if part[v] == q) for q in sorted(set(part))]
+            if any(g & inside and not g <= inside for g in parts):
+                continue
+            groups = [g for g in parts if not g & inside]
+            if len(groups) < len(outside) and all(g in into_part for g in groups):
+                sides.append((len(groups), sum(into_part[g].bandwidth for g in groups), f"every part ({name}) outside"))
+        for m, total, who in sides:
+            if m < 2 or total <= 0 or total <= out_of.bandwidth:
+                continue  # no geometric weights: the lines say no more than cut-latency
+            key = (alpha_u, out_of.bandwidth, total, m)
+            where = (
+                f"{what} ({describe_nodes(topology, out_of.nodes)}, {_gbps(out_of.bandwidth)}, >= {alpha_u:g} us a crossing step)"
+            )
+            ends = f"{who} ({m}, {_gbps(total)} in all)"
+            candidates.setdefault(key, f"from {ends} into {where}" if mirror else f"out of {where} into {ends}")
+    if not candidates:
+        return None
+    found = list(candidates.items())
+
+    def compute() -> tuple[Line, ...]:
+        out = []
+        for family, ((alpha_u, exit_bw, total, m), what) in enumerate(found):
+            cu, k = 1.0 / (exit_bw * _BYTES_PER_US), 1.0 / (total * _BYTES_PER_US)
+            for n_steps, latency, per_byte, note in pipeline.lines(alpha_u, alpha_min, cu, k, m):
+                out.append(Line(latency, per_byte, f"{what}: {note}", n_steps, family))
+        return tuple(out)
+
+    slowest = max(found, key=lambda item: (1.0 / item[0][1], item[0][0]))[0]
+    return BoundTerm(
+        "exit-pipeline",
+        1.0 / (slowest[1] * _BYTES_PER_US),
+        slowest[0],
+        (
+            "the contributions enter a region holding the root in N steps that each pay the entry's alpha, and the "
+            "ranks outside must have combined what enters before it enters (a broadcast reversed); the best N"
+        )
+        if mirror
+        else (
+            "the root's data leaves a region holding the root in N steps that each pay the exit's alpha, and the "
+            "ranks outside spread what crossed only after it crossed; the best N"
+        ),
+        LazyLines(compute),
+        "max-min-max",
+    )
+
+
 def _contracted_lps(
     an: _Analysis, key: tuple, part: tuple[int, ...], spec: layered.FlowSpec, many: float, spent: int
 ) -> tuple[list[tuple[int, float]], int]:
@@ -1348,6 +1443,9 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         root_pipeline = _root_pipeline_term(topology, c, an, steps, facts.min_transfer_alpha)
         if root_pipeline is not None:
             terms.append(root_pipeline)
+        exit_pipeline = _exit_pipeline_term(topology, c, an, facts.min_transfer_alpha)
+        if exit_pipeline is not None:
+            terms.append(exit_pipeline)
         if r <= LAYERED_MAX_RANKS:
             terms.append(_time_expanded_term(topology, c, an, steps, facts.min_transfer_alpha, bandwidth))
             crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)
