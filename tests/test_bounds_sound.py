@@ -9,6 +9,7 @@ counts) is checked at several sizes against `bound_model(...).time_us(size)`, fo
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from itertools import pairwise
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 
 from synth.bounds import bound_model
 from synth.builtin import get_topology
-from synth.collective import Kind
+from synth.collective import ROOTED, Collective, Kind
 from synth.errors import NotApplicable
 from synth.registry import METHODS, synthesize
 from synth.schedule import OP_COPY, OP_REDUCE, Schedule, Transfer, load_schedule, schedule_from_steps
@@ -75,6 +76,24 @@ def assert_sound(schedule: Schedule, topology: Topology, where: str) -> None:
 
 
 # ============================================================================ the cost itself
+#: Every method whose schedules these tests check (the ILP: test_ilp.py; auto picks one of the others).
+SCHEDULE_METHODS = tuple(m for m in METHODS if m not in ("ilp", "auto"))
+
+
+def method_schedules(topo: Topology, kind: Kind, root: int | None, chunk_counts) -> Iterator[tuple[str, int | None, Schedule]]:
+    """(method, chunks, schedule) for every method serving ``kind`` at each of ``chunk_counts``
+    (None: the method's own), skipping those that do not apply; the allreduces that cut the
+    buffer per rank take ``chunks`` per rank."""
+    for method in (m for m in SCHEDULE_METHODS if METHODS[m].serves(kind)):
+        for chunks in chunk_counts:
+            if chunks is not None and kind is Kind.ALLREDUCE and method in ("ring", "direct", "recursive-halving"):
+                chunks = topo.num_ranks * chunks
+            try:
+                yield method, chunks, synthesize(topo, kind, method, root=root, chunks=chunks)
+            except NotApplicable:
+                continue
+
+
 def test_cost_of_a_hand_made_schedule():
     topo = topology_from_document(
         {
@@ -188,20 +207,11 @@ def test_random_topologies_every_method_and_collective(seed):
     rng = random.Random(seed)
     r = topo.num_ranks
     checked = 0
-    for method in (m for m in METHODS if m not in ("ilp", "auto")):  # ILP: test_ilp.py; auto picks one of the others
-        for kind in Kind:
-            if not METHODS[method].serves(kind):
-                continue
-            root = rng.randrange(r) if kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER) else None
-            for chunks in (None, rng.choice([2, 3])):
-                if chunks is not None and kind is Kind.ALLREDUCE and method in ("ring", "direct", "recursive-halving"):
-                    chunks = r * chunks
-                try:
-                    schedule = synthesize(topo, kind, method, root=root, chunks=chunks)
-                except NotApplicable:
-                    continue
-                assert_sound(schedule, topo, f"random{seed} {kind.value} {method} root {root} k {chunks}")
-                checked += 1
+    for kind in Kind:
+        root = rng.randrange(r) if kind in ROOTED else None
+        for method, chunks, schedule in method_schedules(topo, kind, root, (None, rng.choice([2, 3]))):
+            assert_sound(schedule, topo, f"random{seed} {kind.value} {method} root {root} k {chunks}")
+            checked += 1
     assert checked >= 10
 
 
@@ -400,17 +410,10 @@ def check_multilevel_machine(index: int, method_kinds: tuple[Kind, ...]) -> None
         schedule = random_schedule(topo, kind, rng)
         check(schedule, topo)
         assert_sound(schedule, topo, f"random schedule {topo.name} {kind.value}")
-        for method in (m for m in METHODS if m not in ("ilp", "auto")):
-            if kind not in method_kinds or not METHODS[method].serves(kind):
-                continue
-            root = rng.choice([0, r - 1]) if kind in (Kind.BROADCAST, Kind.REDUCE, Kind.GATHER, Kind.SCATTER) else None
-            chunks = rng.choice([None, 2])
-            if chunks is not None and kind is Kind.ALLREDUCE and method in ("ring", "direct", "recursive-halving"):
-                chunks = r * chunks
-            try:
-                schedule = synthesize(topo, kind, method, root=root, chunks=chunks)
-            except NotApplicable:
-                continue
+        if kind not in method_kinds:
+            continue
+        root = rng.choice([0, r - 1]) if kind in ROOTED else None
+        for method, _, schedule in method_schedules(topo, kind, root, (rng.choice([None, 2]),)):
             assert_sound(schedule, topo, f"{topo.name} {kind.value} {method} root {root}")
 
 
@@ -438,21 +441,14 @@ def test_exit_pipeline_holds_for_every_broadcast(index, kind):
     """Every method's broadcast and reduce (the self-tuning ones tuned at each size: socket-pipeline's
     shrinking groups are the schedules closest to this bound), from two roots with several chunk
     counts, and random valid ones: none is faster than `exit-pipeline` at any size."""
-    from synth.collective import Collective
-
     topo = exit_pipeline_machines()[index]
     r = topo.num_ranks
     rng = random.Random(index)
     sizes = (1000, 64 << 10, 1 << 20, 16 << 20, 1 << 30)
     for root in (0, r - 1):
         term = bound_model(topo, kind, root).term("exit-pipeline")
-        schedules = []
-        for method in (m for m in METHODS if m not in ("ilp", "auto") and METHODS[m].serves(kind)):
-            for chunks in (None, 2, 8):
-                try:
-                    schedules.append((method, None, synthesize(topo, kind, method, root=root, chunks=chunks)))
-                except NotApplicable:
-                    continue
+        schedules = [(method, None, schedule) for method, _, schedule in method_schedules(topo, kind, root, (None, 2, 8))]
+        for method in (m for m in SCHEDULE_METHODS if METHODS[m].serves(kind)):
             if "size" in METHODS[method].options:
                 for size in sizes:
                     try:
