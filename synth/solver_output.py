@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 _LOCK = threading.RLock()
 
 
@@ -115,4 +117,20 @@ def new_highs() -> Any:
         h.setOptionValue("output_flag", False)
         h.setOptionValue("log_to_console", False)
         h.setOptionValue("threads", 1)
+    return h
+
+
+def seeded_highs_with_columns(lp: Any, starts: Any, index: Any, value: Any) -> Any:
+    """A quiet `new_highs`, seeded 0 (same LP, same answer), for ``lp`` (a ``highspy.HighsLp`` with
+    its costs and bounds set), whose constraint matrix this sets column-wise from HiGHS's compressed
+    columns: column j's entries are ``index``/``value`` [``starts[j]``, ``starts[j + 1]``). The
+    caller passes the model and runs it."""
+    import highspy
+
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.asarray(starts, dtype=np.int32)
+    lp.a_matrix_.index_ = np.asarray(index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.asarray(value, dtype=np.float64)
+    h = new_highs()
+    h.setOptionValue("random_seed", 0)
     return h

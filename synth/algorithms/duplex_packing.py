@@ -48,14 +48,22 @@ from synth.algorithms.engines.builders import largest_remainder
 from synth.algorithms.engines.composition import aligned_overlap
 from synth.algorithms.engines.path_channels import PathChannels, channels_for
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
-from synth.algorithms.engines.tree_packing import Packing, TreeClass, grow, optimal_rate, shallow_trees
+from synth.algorithms.engines.tree_packing import (
+    Packing,
+    TreeClass,
+    count_change_units,
+    grow,
+    optimal_rate,
+    shallow_trees,
+    tree_counts,
+)
 from synth.algorithms.engines.tree_pipeline import tree_schedule
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, ranks_for_allreduce
 from synth.routing import Router
 from synth.schedule import Schedule
-from synth.solver_output import native_stdout_to_stderr, new_highs
+from synth.solver_output import native_stdout_to_stderr, seeded_highs_with_columns
 from synth.topology import Topology
 from synth.transform import dual_reduction
 
@@ -99,22 +107,6 @@ def mirror_links(topology: Topology) -> np.ndarray:
     return out
 
 
-def _units(pair_bw: np.ndarray, unit: float) -> np.ndarray:
-    return np.floor(pair_bw / unit + 1e-9).astype(np.int64)
-
-
-def _candidate_units(pair_bw: np.ndarray, hi: float, lo: float) -> list[float]:
-    """Units in [lo, hi] at which some link pair's tree count changes (b/j), and hi; largest first."""
-    found = {hi}
-    for bw in np.unique(pair_bw).tolist():
-        j = max(1, math.ceil(bw / hi - 1e-9))
-        while bw / j >= lo:
-            if bw / j <= hi * (1 + 1e-12):
-                found.add(bw / j)
-            j += 1
-    return sorted(found, reverse=True)
-
-
 def duplex_packing(topology: Topology) -> Packing:
     """Allgather trees from every rank within one budget per link pair (module docstring): from the
     LP on up to `LP_RANKS` ranks, else (or if the LP fails) by greedy growth; cached on the topology."""
@@ -144,13 +136,13 @@ def greedy_packing(topology: Topology) -> Packing:
         lo = max(FLOOR * optimum, best.rate_gbps if best is not None else 0.0) / k
         if lo > hi:
             break
-        units = _candidate_units(pair_bw, hi, lo)
+        units = count_change_units(pair_bw, hi, lo)
         # bisection for the largest unit that grows (growth is close to monotone in the unit)
         good: tuple[float, list] | None = None
         a, b = 0, len(units) - 1
         while a <= b:
             mid = (a + b) // 2
-            classes = grow(channels, _units(pair_bw, units[mid]), roots, k, False, mirror)
+            classes = grow(channels, tree_counts(pair_bw, units[mid]), roots, k, False, mirror)
             if classes is not None:
                 good = (units[mid], classes)
                 b = mid - 1
@@ -224,12 +216,7 @@ def lp_packing(topology: Topology) -> Packing | None:
         index += (r + np.arange(npairs)).tolist()
         value += (-cap / scale).tolist()
         starts.append(len(index))
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
-        lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
-        lp.a_matrix_.value_ = np.array(value, dtype=np.float64)
-        h = new_highs()
-        h.setOptionValue("random_seed", 0)
+        h = seeded_highs_with_columns(lp, starts, index, value)
         with native_stdout_to_stderr():
             h.passModel(lp)
             h.run()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synth.bounds.cuts import Cut, min_cut_between
-from synth.solver_output import native_stdout_to_stderr, new_highs
+from synth.solver_output import native_stdout_to_stderr, seeded_highs_with_columns
 from synth.topology import Topology
 
 INF = float("inf")
@@ -253,12 +253,7 @@ def _solve_highs(topology: Topology) -> tuple[float, np.ndarray] | None:
     lp.col_upper_ = np.full(num_cols, highspy.kHighsInf)
     lp.row_lower_ = np.where(np.isinf(row_lower), -highspy.kHighsInf, row_lower)
     lp.row_upper_ = row_upper
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.array(starts, dtype=np.int32)
-    lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
-    lp.a_matrix_.value_ = np.array(value, dtype=np.float64)
-    h = new_highs()
-    h.setOptionValue("random_seed", 0)
+    h = seeded_highs_with_columns(lp, starts, index, value)
     h.passModel(lp)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:

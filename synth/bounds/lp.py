@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from synth.solver_output import native_stdout_to_stderr, new_highs
+from synth.solver_output import native_stdout_to_stderr, seeded_highs_with_columns
 
 
 @dataclass
@@ -104,12 +104,7 @@ class SparseLP:
         lp.col_upper_ = np.where(np.isinf(hi), highspy.kHighsInf, hi)
         lp.row_lower_ = np.where(np.isinf(rlo), -highspy.kHighsInf, rlo)
         lp.row_upper_ = np.where(np.isinf(rhi), highspy.kHighsInf, rhi)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = starts.astype(np.int32)
-        lp.a_matrix_.index_ = rows.astype(np.int32)
-        lp.a_matrix_.value_ = vals
-        h = new_highs()
-        h.setOptionValue("random_seed", 0)
+        h = seeded_highs_with_columns(lp, starts, rows, vals)
         for option, value in self.options.items():
             h.setOptionValue(option, value)
         h.passModel(lp)

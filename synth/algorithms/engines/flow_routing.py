@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synth.solver_output import native_stdout_to_stderr, new_highs
+from synth.solver_output import native_stdout_to_stderr, seeded_highs_with_columns
 from synth.topology import Topology
 
 #: the LP is solved on machines with at most this many variables (R × links)
@@ -175,12 +175,7 @@ def _solve_flows(topology: Topology) -> tuple[float, np.ndarray] | None:
     lp.col_upper_ = np.full(cols + 1, highspy.kHighsInf)
     lp.row_lower_ = lower
     lp.row_upper_ = upper
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = starts.astype(np.int32)
-    lp.a_matrix_.index_ = idx.astype(np.int32)
-    lp.a_matrix_.value_ = val
-    h = new_highs()
-    h.setOptionValue("random_seed", 0)
+    h = seeded_highs_with_columns(lp, starts, idx, val)
     # these LPs are degenerate: the dual simplex crawls on the large ones, the interior point
     # method (with its crossover to a vertex) does not (90-rank torus: 25 s against 220 s)
     h.setOptionValue("solver", "ipm" if cols > SIMPLEX_MAX_VARIABLES else "simplex")

@@ -115,9 +115,14 @@ def optimal_rate(topology: Topology, kind: Kind, root: int | None = None) -> flo
     return 1.0 / (term.us_per_byte * _BYTES_PER_US)
 
 
+def tree_counts(bandwidths: np.ndarray, unit: float) -> np.ndarray:
+    """Trees of ``unit`` GB/s a link of each bandwidth carries: ⌊bw/unit⌋."""
+    return np.floor(bandwidths / unit + 1e-9).astype(np.int64)
+
+
 def link_units(topology: Topology, unit: float) -> np.ndarray:
     """Trees of ``unit`` GB/s each link carries: ⌊bw/unit⌋."""
-    return np.floor(topology.bandwidth_array / unit + 1e-9).astype(np.int64)
+    return tree_counts(topology.bandwidth_array, unit)
 
 
 def feasible(topology: Topology, units: np.ndarray, k: int, roots: tuple[int, ...]) -> bool:
@@ -164,9 +169,14 @@ def _near_first(topology: Topology, roots: tuple[int, ...]) -> list[int]:
 def candidate_units(topology: Topology, optimum: float, k: int, tolerance: float) -> list[float]:
     """Units U in [optimum·(1 - tolerance)/k, optimum/k] at which some link's tree count changes
     (bw/j), and the top of the range; largest first."""
-    hi, lo = optimum / k, optimum * (1 - tolerance) / k
+    return count_change_units(topology.bandwidth_array, optimum / k, optimum * (1 - tolerance) / k)
+
+
+def count_change_units(bandwidths: np.ndarray, hi: float, lo: float) -> list[float]:
+    """Units in [lo, hi] at which the tree count of a link of one of ``bandwidths`` changes
+    (bw/j for a whole j), and ``hi``; largest first."""
     found = {hi}
-    for bw in np.unique(topology.bandwidth_array).tolist():
+    for bw in np.unique(bandwidths).tolist():
         j = max(1, math.ceil(bw / hi - 1e-9))
         while bw / j >= lo:
             if bw / j <= hi * (1 + 1e-12):
