@@ -47,8 +47,10 @@ side may be fed back from the far one over the slow link's other direction, for 
 link cannot carry a group across and over its own socket in one step.
 
 Applies to one host of at most `MAX_RANKS` ranks where some routes from the root are narrower than
-others (the far side: the ranks behind the narrowest); broadcast only (multi-host machines:
-``pipelined-tree``, ``hierarchical``; an NVSwitch box has no slower cut: ``scatter-allgather``).
+others (the far side: the ranks behind the narrowest); broadcast, and reduce as the broadcast of
+the reversed machine run backwards with reduces (`synth.transform.dual_reduction`; multi-host
+machines: ``pipelined-tree``, ``hierarchical``; an NVSwitch box has no slower cut:
+``scatter-allgather``).
 Options: ``size`` (bytes, default 1 MiB).
 """
 
@@ -67,6 +69,7 @@ from synth.method import Method, one_chunk
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
+from synth.transform import dual_reduction
 
 NAME = "socket-pipeline"
 OPTIONS = frozenset({"size"})
@@ -356,11 +359,23 @@ def build(
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
     """The fastest shrinking-group pipeline at ``size`` (default 1 MiB) over the chunk counts,
-    group counts and ratios of this module (with ``requested_chunks``, that chunk count only)."""
+    group counts and ratios of this module (with ``requested_chunks``, that chunk count only);
+    a reduce is the fastest broadcast of the reversed machine run backwards with reduces."""
     size = size_option(NAME, options, OPTIONS)
+    requested = options.get("requested_chunks")
+    if collective.kind is Kind.REDUCE:
+        reversed_topology = topology.reversed()
+        forward = best_broadcast(reversed_topology, collective.root, router_for(reversed_topology), size, requested)
+        reduction = Collective(Kind.REDUCE, collective.num_ranks, forward.collective.num_chunks, collective.root)
+        return dual_reduction(forward, reduction, NAME, {**forward.params, "dual_of": Kind.BROADCAST.value})
     if collective.kind is not Kind.BROADCAST:
-        raise NotApplicable(f"{NAME} serves broadcast only")
-    router = router or router_for(topology)
+        raise NotApplicable(f"{NAME} does not serve {collective.kind.value} (it serves broadcast and reduce)")
+    return best_broadcast(topology, collective.root, router or router_for(topology), size, requested)
+
+
+def best_broadcast(topology: Topology, root: int | None, router: Router, size: int | None, requested: int | None) -> Schedule:
+    """The fastest broadcast from ``root`` of this module's shapes at ``size`` (see `synthesize`)."""
+    collective = Collective(Kind.BROADCAST, topology.num_ranks, 1, root)
     near, far = sides(topology, collective.root, router)  # NotApplicable early
     entry = entry_rank(far, collective.root, router)
     near_groups, far_groups = switch_groups(near, collective.root, router), switch_groups(far, collective.root, router)
@@ -372,7 +387,6 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         spreads += [(None, far_groups if grouped(far_groups) else None, True)]
     if grouped(far_groups):  # the root's deal over the far side by the switches' uplinks
         spreads += [(None, far_groups, False, True)] + ([(None, far_groups, True, True)] if near else [])
-    requested = options.get("requested_chunks")
     at = size if size is not None else REFERENCE_SIZE
     timed = []
     for k in (requested,) if requested is not None else CHUNK_COUNTS:
@@ -397,9 +411,12 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
 
 METHOD = Method(
     name=NAME,
-    summary="broadcast over a host's slow socket link in shrinking groups, each side spreading by scatter-allgather",
+    summary=(
+        "broadcast (and reduce, reversed) over a host's slow socket link in shrinking groups,"
+        " each side spreading by scatter-allgather"
+    ),
     family="scalable",
-    collectives=frozenset({Kind.BROADCAST}),
+    collectives=frozenset({Kind.BROADCAST, Kind.REDUCE}),
     build=synthesize,
     default_chunks=one_chunk,
     options=OPTIONS,
