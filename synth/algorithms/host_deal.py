@@ -1,0 +1,218 @@
+"""Broadcast over several hosts whose network access is one narrow link each: the root deals the
+data straight over the ranks of the other hosts, they swap it across hosts and share it inside,
+while the root's own host is dealt and shares; three steps, the network crossed twice.
+
+Where every host reaches the network through one link no wider than a GPU's (a NIC behind one
+12 GB/s PCIe link, as on the random multi-host machines), every byte leaves the root's host over
+that link, and a step that crosses the network pays its latency (4.3 µs there, against 0.7 µs
+inside a host). The other multi-host broadcasts spend it differently: ``hierarchical`` deals the
+data over the root's host first and sends every byte once per other host (the root host's link
+carries it H − 1 times), ``pipelined-tree`` pays the network's latency in every step of its
+pipeline. Here the root's host link carries every byte once, in one step, and the network is
+crossed only once more:
+
+1. the root sends chunk c to its owner, a rank of another host (the chunks dealt round the ranks
+   of the other hosts, host by host, so every host takes an equal share over its ranks);
+2. every owner sends its chunks to the rank of the same local index on every other remote host
+   (the swap across hosts: each remote host's link carries (H − 2)/(H − 1) of the data each way),
+   and, in the shape that shares early, to the other ranks of its own host as well; the root
+   deals the data over the other ranks of its own host (its link is free again);
+3. every host shares inside what its ranks still lack (each missing chunk from the holder in the
+   host that has sent least so far).
+
+The shape is van de Geijn's scatter-allgather broadcast with the scatter made over the other
+hosts' ranks and the allgather in two levels (across hosts by local index, then inside): the
+two-level allgather is NCCL's and Horovod's hierarchical scheme; dealing straight from the root
+over the remote ranks, so that the root's host link carries each byte once and the network is
+crossed twice, is ours. On random-multihost-1 (4 hosts × 8 GPUs) at 64 KiB it takes
+9.76 + 7.94 + 5.48 = 23.18 µs where ``hierarchical`` took 26.55 (NCCL's analytic ring 20.22, which
+streams; the lower bound is 16.79: docs/algorithms.md has the figures). Also tried: the root sends
+extra copies to its own host in step 2 while its link has room under the swap's step, so the
+share in step 3 is smaller.
+
+Applies to broadcast (and reduce, as the broadcast of the reversed machine run backwards with
+reduces: `synth.transform.dual_reduction`) on machines of at least two hosts; the chunk count is
+chosen at the size (``size`` option, default 64 KiB: a small-message shape) from multiples of the
+remote ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
+from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.method import Method, one_chunk
+from synth.routing import Router, router_for
+from synth.schedule import Schedule
+from synth.topology import Topology
+from synth.transform import dual_reduction
+
+NAME = "host-deal"
+OPTIONS = frozenset({"size"})
+REFERENCE_SIZE = 64 << 10
+#: chunks per remote rank tried (a chunk count is this times the number of remote ranks)
+PER_REMOTE = (1, 2)
+#: machines of more ranks are left to the other methods (three steps cannot spread more data well)
+MAX_RANKS = 256
+#: the largest chunk count built (the candidates' size grows with ranks × chunks)
+MAX_CHUNKS = 512
+
+
+def hosts_of(topology: Topology, root: int) -> tuple[list[int], list[list[int]]]:
+    """(the root's host's other ranks, the other hosts' ranks in file order); NotApplicable for a
+    single host, ranks without a host or too many ranks."""
+    groups = topology.host_groups
+    if None in groups:
+        raise NotApplicable(f"{NAME} needs the host of every rank (ranks[].host) in {topology.name}")
+    if len(groups) < 2:
+        raise NotApplicable(f"{NAME} needs ranks on at least two hosts; {topology.name} has one")
+    if topology.num_ranks > MAX_RANKS:
+        raise NotApplicable(f"{NAME} is for machines of up to {MAX_RANKS} ranks; {topology.name} has {topology.num_ranks}")
+    home = next(list(r) for r in groups.values() if root in r)
+    return [r for r in home if r != root], [list(r) for r in groups.values() if root not in r]
+
+
+def owners(remote: list[list[int]], chunks: int) -> np.ndarray:
+    """The remote rank each chunk is dealt to: round the hosts first (chunk c to host c mod H'),
+    then round each host's ranks, so every host and every rank of it takes an equal share."""
+    out = np.empty(chunks, dtype=np.int64)
+    for c in range(chunks):
+        host = remote[c % len(remote)]
+        out[c] = host[(c // len(remote)) % len(host)]
+    return out
+
+
+def _share(ranks: list[int], held: np.ndarray, sent: np.ndarray) -> LogicalStep:
+    """Every rank of ``ranks`` gets every chunk another of them holds and it lacks, each from the
+    holder that has sent least so far (``sent`` counts per rank, updated), ties to the lower id."""
+    src, dst, chunk = [], [], []
+    group = np.asarray(ranks)
+    for c in range(held.shape[1]):
+        holders = group[held[group, c]]
+        if holders.size == 0:
+            continue
+        for r in group[~held[group, c]]:
+            s = int(holders[np.argmin(sent[holders])])
+            sent[s] += 1
+            src.append(s)
+            dst.append(int(r))
+            chunk.append(c)
+    return logical_step(src, dst, chunk)
+
+
+def _merge(*steps: LogicalStep) -> LogicalStep:
+    return logical_step(*(np.concatenate([s[i] for s in steps]) for i in range(3)))
+
+
+def _apply(held: np.ndarray, step: LogicalStep) -> None:
+    held[step[1], step[2]] = True
+
+
+def broadcast_steps(
+    root: int, home: list[int], remote: list[list[int]], chunks: int, early: bool, extra: int
+) -> list[LogicalStep]:
+    """The three logical steps (module docstring) for ``chunks`` chunks: ``early`` shares the
+    dealt chunks inside the remote hosts in step 2 (else in step 3); ``extra`` chunks go to a
+    second rank of the root's host in step 2."""
+    num_ranks = 1 + len(home) + sum(len(h) for h in remote)
+    held = np.zeros((num_ranks, chunks), dtype=bool)
+    held[root] = True
+    own = owners(remote, chunks)
+    everything = np.arange(chunks, dtype=np.int64)
+    deal = logical_step(np.full(chunks, root), own, everything)
+    _apply(held, deal)
+    # step 2: the swap across hosts by local index, the early share, the root's deal over its host
+    local = {r: (i, h) for h, ranks in enumerate(remote) for i, r in enumerate(ranks)}
+    swap_src, swap_dst, swap_chunk = [], [], []
+    for c, q in enumerate(own):
+        i, h = local[int(q)]
+        for other, ranks in enumerate(remote):
+            if other != h:
+                swap_src.append(int(q))
+                swap_dst.append(ranks[i % len(ranks)])
+                swap_chunk.append(c)
+    parts = [logical_step(swap_src, swap_dst, swap_chunk)]
+    sent = np.zeros(num_ranks, dtype=np.int64)
+    if early:
+        for ranks in remote:
+            parts.append(_share(ranks, held, sent))
+    if home:
+        near = np.asarray(home)
+        first = near[everything % len(home)]
+        parts.append(logical_step(np.full(chunks, root), first, everything))
+        if extra and len(home) > 1:
+            more = everything[:extra]
+            parts.append(logical_step(np.full(more.size, root), near[(more + 1) % len(home)], more))
+    second = _merge(*parts)
+    _apply(held, second)
+    # step 3: every host shares inside what its ranks still lack
+    sent[:] = 0
+    third = _merge(*(_share(ranks, held, sent) for ranks in [[root, *home], *remote]))
+    return [deal, second, third]
+
+
+def build(topology: Topology, collective: Collective, router: Router, early: bool, extra: int) -> Schedule:
+    """The schedule for ``collective`` (its chunks per piece, its root) in one shape."""
+    home, remote = hosts_of(topology, collective.root)
+    steps = broadcast_steps(collective.root, home, remote, collective.chunks_per_piece, early, extra)
+    params = {"share": "early" if early else "late", "extra_to_home": extra}
+    return lower_copies(topology, collective, steps, NAME, params, router)
+
+
+def best_broadcast(topology: Topology, root: int | None, router: Router, size: int | None, requested: int | None) -> Schedule:
+    """The fastest shape at ``size`` (default `REFERENCE_SIZE`) over the chunk counts (or
+    ``requested``), the early or late share and 0, 1/8, …, 1/2 of the chunks sent twice in the
+    root's host."""
+    base = Collective(Kind.BROADCAST, topology.num_ranks, 1, root)
+    _, remote = hosts_of(topology, base.root)
+    width = sum(len(h) for h in remote)
+    counts = [requested] if requested is not None else [t * width for t in PER_REMOTE if t * width <= MAX_CHUNKS]
+    if not counts:
+        raise NotApplicable(f"{NAME}: {width} remote ranks need more than {MAX_CHUNKS} chunks")
+    shapes = [(k, early, extra) for k in counts for early in (True, False) for extra in sorted({j * k // 8 for j in range(5)})]
+    timed = timed_sweep(
+        shapes,
+        lambda s: build(topology, Collective(Kind.BROADCAST, topology.num_ranks, s[0], base.root), router, s[1], s[2]),
+        topology,
+        size if size is not None else REFERENCE_SIZE,
+    )
+    schedule = fastest(timed)
+    if size is not None:
+        schedule = replace(schedule, params={**schedule.params, "chosen_at_size": size})
+    return schedule
+
+
+def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
+    """The fastest shape at ``size``; a reduce is the fastest broadcast of the reversed machine
+    run backwards with reduces."""
+    size = size_option(NAME, options, OPTIONS)
+    requested = options.get("requested_chunks")
+    if collective.kind is Kind.REDUCE:
+        reversed_topology = topology.reversed()
+        forward = best_broadcast(reversed_topology, collective.root, router_for(reversed_topology), size, requested)
+        reduction = Collective(Kind.REDUCE, collective.num_ranks, forward.collective.num_chunks, collective.root)
+        return dual_reduction(forward, reduction, NAME, {**forward.params, "dual_of": Kind.BROADCAST.value})
+    if collective.kind is not Kind.BROADCAST:
+        raise NotApplicable(f"{NAME} does not serve {collective.kind.value} (it serves broadcast and reduce)")
+    return best_broadcast(topology, collective.root, router or router_for(topology), size, requested)
+
+
+METHOD = Method(
+    name=NAME,
+    summary=(
+        "broadcast (and reduce, reversed) over hosts with narrow network links: dealt straight over"
+        " the other hosts' ranks, swapped across hosts, shared inside; three steps"
+    ),
+    family="scalable",
+    collectives=frozenset({Kind.BROADCAST, Kind.REDUCE}),
+    build=synthesize,
+    default_chunks=one_chunk,
+    options=OPTIONS,
+    chooses_chunks=True,
+)
