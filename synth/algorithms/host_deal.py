@@ -28,7 +28,11 @@ crossed twice, is ours. On random-multihost-1 (4 hosts × 8 GPUs) at 64 KiB it t
 9.76 + 7.94 + 5.48 = 23.18 µs where ``hierarchical`` took 26.55 (NCCL's analytic ring 20.22, which
 streams; the lower bound is 16.79: docs/algorithms.md has the figures). Also tried: the root sends
 extra copies to its own host in step 2 while its link has room under the swap's step, so the
-share in step 3 is smaller.
+share in step 3 is smaller; or the root's host is fed by the owners over its network ingress
+(idle otherwise) while the root deals the next wave: for larger sizes the data goes in waves,
+wave w running its three steps in steps w, w + 1, w + 2, so every step moves one wave over each
+host's link whatever it does (1 MiB on random-multihost-1: six waves, 145.49 µs where
+``pipelined-tree`` took 163.89).
 
 Applies to broadcast (and reduce, as the broadcast of the reversed machine run backwards with
 reduces: `synth.transform.dual_reduction`) on machines of at least two hosts; the chunk count is
@@ -38,7 +42,7 @@ remote ranks.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +62,8 @@ OPTIONS = frozenset({"size"})
 REFERENCE_SIZE = 64 << 10
 #: chunks per remote rank tried (a chunk count is this times the number of remote ranks)
 PER_REMOTE = (1, 2)
+#: wave counts tried for the pipelined shape (one chunk per remote rank per wave)
+WAVES = (2, 3, 4, 6, 8)
 #: machines of more ranks are left to the other methods (three steps cannot spread more data well)
 MAX_RANKS = 256
 #: the largest chunk count built (the candidates' size grows with ranks × chunks)
@@ -88,12 +94,13 @@ def owners(remote: list[list[int]], chunks: int) -> np.ndarray:
     return out
 
 
-def _share(ranks: list[int], held: np.ndarray, sent: np.ndarray) -> LogicalStep:
-    """Every rank of ``ranks`` gets every chunk another of them holds and it lacks, each from the
-    holder that has sent least so far (``sent`` counts per rank, updated), ties to the lower id."""
+def _share(ranks: list[int], held: np.ndarray, sent: np.ndarray, ids: np.ndarray) -> LogicalStep:
+    """Every rank of ``ranks`` gets every chunk of ``ids`` another of them holds and it lacks, each
+    from the holder that has sent least so far (``sent`` counts per rank, updated), ties to the
+    lower id."""
     src, dst, chunk = [], [], []
     group = np.asarray(ranks)
-    for c in range(held.shape[1]):
+    for c in ids.tolist():
         holders = group[held[group, c]]
         if holders.size == 0:
             continue
@@ -114,71 +121,117 @@ def _apply(held: np.ndarray, step: LogicalStep) -> None:
     held[step[1], step[2]] = True
 
 
-def broadcast_steps(
-    root: int, home: list[int], remote: list[list[int]], chunks: int, early: bool, extra: int
-) -> list[LogicalStep]:
-    """The three logical steps (module docstring) for ``chunks`` chunks: ``early`` shares the
-    dealt chunks inside the remote hosts in step 2 (else in step 3); ``extra`` chunks go to a
-    second rank of the root's host in step 2."""
+@dataclass(frozen=True)
+class Shape:
+    """One candidate: ``waves`` runs of the three steps, each a step behind the one before (1: no
+    pipeline); ``early`` shares the dealt chunks inside the remote hosts in step 2 (else step 3);
+    the root's host gets each chunk from the root in step 2 (``home_from_root``, with ``extra``
+    chunks sent to a second rank of it as well) or from its owner, over the root host's idle
+    ingress, in step 2 (dealt round the root host's other ranks)."""
+
+    waves: int = 1
+    early: bool = True
+    extra: int = 0
+    home_from_root: bool = True
+
+
+def broadcast_steps(root: int, home: list[int], remote: list[list[int]], chunks: int, shape: Shape) -> list[LogicalStep]:
+    """The logical steps (module docstring) for ``chunks`` chunks in ``shape``: wave w (every
+    ``shape.waves``-th chunk) runs its three steps in steps w, w + 1 and w + 2."""
     num_ranks = 1 + len(home) + sum(len(h) for h in remote)
     held = np.zeros((num_ranks, chunks), dtype=bool)
     held[root] = True
-    own = owners(remote, chunks)
-    everything = np.arange(chunks, dtype=np.int64)
-    deal = logical_step(np.full(chunks, root), own, everything)
-    _apply(held, deal)
-    # step 2: the swap across hosts by local index, the early share, the root's deal over its host
     local = {r: (i, h) for h, ranks in enumerate(remote) for i, r in enumerate(ranks)}
-    swap_src, swap_dst, swap_chunk = [], [], []
-    for c, q in enumerate(own):
-        i, h = local[int(q)]
-        for other, ranks in enumerate(remote):
-            if other != h:
-                swap_src.append(int(q))
-                swap_dst.append(ranks[i % len(ranks)])
+    near = np.asarray(home, dtype=np.int64)
+    steps: list[list[LogicalStep]] = [[] for _ in range(shape.waves + 2)]
+    # what every rank sends per step, so the shares go to the holders with the most room: the
+    # fixed moves (deals, swaps) of every wave are counted before any share is chosen
+    sent = np.zeros((shape.waves + 2, num_ranks), dtype=np.int64)
+    waves = [ids for w in range(shape.waves) if (ids := np.arange(w, chunks, shape.waves, dtype=np.int64)).size]
+    moves: list[LogicalStep] = []
+    for w, ids in enumerate(waves):
+        own = owners(remote, ids.size)
+        deal = logical_step(np.full(ids.size, root), own, ids)
+        # step 2: the swap across hosts by local index, and the root host's share from the
+        # owners or the root
+        swap_src, swap_dst, swap_chunk = [], [], []
+        for j, (c, q) in enumerate(zip(ids.tolist(), own.tolist(), strict=True)):
+            i, h = local[q]
+            for other, ranks in enumerate(remote):
+                if other != h:
+                    swap_src.append(q)
+                    swap_dst.append(ranks[i % len(ranks)])
+                    swap_chunk.append(c)
+            if home and not shape.home_from_root:
+                swap_src.append(q)
+                swap_dst.append(home[j % len(home)])
                 swap_chunk.append(c)
-    parts = [logical_step(swap_src, swap_dst, swap_chunk)]
-    sent = np.zeros(num_ranks, dtype=np.int64)
-    if early:
-        for ranks in remote:
-            parts.append(_share(ranks, held, sent))
-    if home:
-        near = np.asarray(home)
-        first = near[everything % len(home)]
-        parts.append(logical_step(np.full(chunks, root), first, everything))
-        if extra and len(home) > 1:
-            more = everything[:extra]
-            parts.append(logical_step(np.full(more.size, root), near[(more + 1) % len(home)], more))
-    second = _merge(*parts)
-    _apply(held, second)
-    # step 3: every host shares inside what its ranks still lack
-    sent[:] = 0
-    third = _merge(*(_share(ranks, held, sent) for ranks in [[root, *home], *remote]))
-    return [deal, second, third]
+        parts = [logical_step(swap_src, swap_dst, swap_chunk)]
+        if home and shape.home_from_root:
+            parts.append(logical_step(np.full(ids.size, root), near[np.arange(ids.size) % len(home)], ids))
+            if shape.extra and len(home) > 1:
+                more = np.arange(min(shape.extra, ids.size))
+                parts.append(logical_step(np.full(more.size, root), near[(more + 1) % len(home)], ids[more]))
+        moves.append(_merge(*parts))
+        for s, step in ((w, deal), (w + 1, moves[-1])):
+            np.add.at(sent[s], step[0], 1)
+            steps[s].append(step)
+        _apply(held, deal)
+    for w, ids in enumerate(waves):
+        if shape.early:  # step 2: the dealt chunks (held since step 1) shared inside the remote hosts
+            early = _merge(*(_share(ranks, held, sent[w + 1], ids) for ranks in remote))
+            steps[w + 1].append(early)
+            _apply(held, early)
+        _apply(held, moves[w])
+        # step 3: every host shares inside what its ranks still lack
+        third = _merge(*(_share(ranks, held, sent[w + 2], ids) for ranks in [[root, *home], *remote]))
+        _apply(held, third)
+        steps[w + 2].append(third)
+    return [_merge(*parts) for parts in steps if parts]
 
 
-def build(topology: Topology, collective: Collective, router: Router, early: bool, extra: int) -> Schedule:
+def build(topology: Topology, collective: Collective, router: Router, shape: Shape) -> Schedule:
     """The schedule for ``collective`` (its chunks per piece, its root) in one shape."""
     home, remote = hosts_of(topology, collective.root)
-    steps = broadcast_steps(collective.root, home, remote, collective.chunks_per_piece, early, extra)
-    params = {"share": "early" if early else "late", "extra_to_home": extra}
+    steps = broadcast_steps(collective.root, home, remote, collective.chunks_per_piece, shape)
+    params = {
+        "waves": shape.waves,
+        "share": "early" if shape.early else "late",
+        "home_from": "root" if shape.home_from_root else "owners",
+        "extra_to_home": shape.extra,
+    }
     return lower_copies(topology, collective, steps, NAME, params, router)
 
 
+def shapes_for(width: int, requested: int | None) -> list[tuple[int, Shape]]:
+    """(chunk count, shape) candidates for ``width`` remote ranks: one wave at 1 or 2 chunks per
+    remote rank, early or late share, the root host from the root (0, 1/8, …, 1/2 of the chunks
+    twice) or from the owners; and 2 … 8 waves of one chunk per remote rank each, early share,
+    the root host from the owners or the root (``requested``: that chunk count only)."""
+    out: list[tuple[int, Shape]] = []
+    for k in [requested] if requested is not None else [t * width for t in PER_REMOTE]:
+        if k is None or k > MAX_CHUNKS:
+            continue
+        out += [(k, Shape(1, early, j * k // 8)) for early in (True, False) for j in range(5)]
+        out.append((k, Shape(1, True, 0, False)))
+    for waves in WAVES:
+        k = requested if requested is not None else waves * width
+        if k <= MAX_CHUNKS and k >= waves:
+            out += [(k, Shape(waves, True, 0, False)), (k, Shape(waves, True, 0, True))]
+    return list(dict.fromkeys(out))
+
+
 def best_broadcast(topology: Topology, root: int | None, router: Router, size: int | None, requested: int | None) -> Schedule:
-    """The fastest shape at ``size`` (default `REFERENCE_SIZE`) over the chunk counts (or
-    ``requested``), the early or late share and 0, 1/8, …, 1/2 of the chunks sent twice in the
-    root's host."""
+    """The fastest of `shapes_for` at ``size`` (default `REFERENCE_SIZE`)."""
     base = Collective(Kind.BROADCAST, topology.num_ranks, 1, root)
     _, remote = hosts_of(topology, base.root)
     width = sum(len(h) for h in remote)
-    counts = [requested] if requested is not None else [t * width for t in PER_REMOTE if t * width <= MAX_CHUNKS]
-    if not counts:
+    shapes = shapes_for(width, requested)
+    if not shapes:
         raise NotApplicable(f"{NAME}: {width} remote ranks need more than {MAX_CHUNKS} chunks")
-    shapes = [(k, early, extra) for k in counts for early in (True, False) for extra in sorted({j * k // 8 for j in range(5)})]
     timed = timed_sweep(
         shapes,
-        lambda s: build(topology, Collective(Kind.BROADCAST, topology.num_ranks, s[0], base.root), router, s[1], s[2]),
+        lambda s: build(topology, Collective(Kind.BROADCAST, topology.num_ranks, s[0], base.root), router, s[1]),
         topology,
         size if size is not None else REFERENCE_SIZE,
     )
