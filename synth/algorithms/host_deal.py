@@ -31,8 +31,8 @@ extra copies to its own host in step 2 while its link has room under the swap's 
 share in step 3 is smaller; or the root's host is fed by the owners over its network ingress
 (idle otherwise) while the root deals the next wave: for larger sizes the data goes in waves,
 wave w running its three steps in steps w, w + 1, w + 2, so every step moves one wave over each
-host's link whatever it does (1 MiB on random-multihost-1: six waves, 145.49 µs where
-``pipelined-tree`` took 163.89).
+host's link whatever it does (on random-multihost-1 1 MiB: six waves, 145.49 µs where
+``pipelined-tree`` took 163.89; 16 MiB: 24 waves, 1615.5 µs where it took 1761.1).
 
 Applies to broadcast (and reduce, as the broadcast of the reversed machine run backwards with
 reduces: `synth.transform.dual_reduction`) on machines of at least two hosts; the chunk count is
@@ -63,11 +63,11 @@ REFERENCE_SIZE = 64 << 10
 #: chunks per remote rank tried (a chunk count is this times the number of remote ranks)
 PER_REMOTE = (1, 2)
 #: wave counts tried for the pipelined shape (one chunk per remote rank per wave)
-WAVES = (2, 3, 4, 6, 8)
+WAVES = (2, 3, 4, 6, 8, 12, 16, 24, 32)
 #: machines of more ranks are left to the other methods (three steps cannot spread more data well)
 MAX_RANKS = 256
 #: the largest chunk count built (the candidates' size grows with ranks × chunks)
-MAX_CHUNKS = 512
+MAX_CHUNKS = 1024
 
 
 def hosts_of(topology: Topology, root: int) -> tuple[list[int], list[list[int]]]:
@@ -206,7 +206,7 @@ def build(topology: Topology, collective: Collective, router: Router, shape: Sha
 def shapes_for(width: int, requested: int | None) -> list[tuple[int, Shape]]:
     """(chunk count, shape) candidates for ``width`` remote ranks: one wave at 1 or 2 chunks per
     remote rank, early or late share, the root host from the root (0, 1/8, …, 1/2 of the chunks
-    twice) or from the owners; and 2 … 8 waves of one chunk per remote rank each, early share,
+    twice) or from the owners; and 2 … 32 waves of one chunk per remote rank each, early share,
     the root host from the owners or the root (``requested``: that chunk count only)."""
     out: list[tuple[int, Shape]] = []
     for k in [requested] if requested is not None else [t * width for t in PER_REMOTE]:
