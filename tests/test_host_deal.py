@@ -68,6 +68,8 @@ def test_waves_pipeline_the_three_steps(multihost):
     assert ours.params["home_from"] == "owners"
     tree = synthesize(multihost, Kind.BROADCAST, "pipelined-tree", options={"size": size})
     assert _us(ours, multihost, size) < 0.92 * _us(tree, multihost, size)
+    reduce = synthesize(multihost, Kind.REDUCE, "host-deal", options={"size": size})  # verified
+    assert reduce.params["waves"] > 1
 
 
 def test_two_hosts_have_no_swap_and_verify():
