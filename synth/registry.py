@@ -21,6 +21,7 @@ from synth.algorithms import (
     duplex_packing,
     greedy,
     hierarchical,
+    host_deal,
     multipath,
     multiring,
     one_shot,
@@ -60,6 +61,7 @@ _TABLE: tuple[Method, ...] = (
     weighted_two_shot.METHOD,
     socket_pipeline.METHOD,
     duplex_packing.METHOD,
+    host_deal.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

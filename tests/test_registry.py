@@ -33,6 +33,7 @@ MODULES = [
     "weighted_two_shot",
     "socket_pipeline",
     "duplex_packing",
+    "host_deal",
 ]
 
 

@@ -154,9 +154,47 @@ def test_near_side_fed_back_from_the_far_one_on_asymmetric_pcie():
         )
     size = 1 << 20
     ours = synthesize(topo, Kind.BROADCAST, "socket-pipeline", options={"size": size})
-    assert ours.params["near_from"] == "far" and ours.params["far_deal"] == "by uplink"
+    assert ours.params["near_from"].startswith("far") and ours.params["far_deal"] == "by uplink"
     packed = synthesize(topo, Kind.BROADCAST, "packing", options={"size": size})
     assert _us(ours, topo, size) < _us(packed, topo, size)
+
+
+def test_last_group_from_the_root_beats_nccls_analytic_pick_on_asymmetric_pcie():
+    """random-pcie-asym-2 at 64 KiB: fed back from the far side, the near side's last group came
+    over the slow link's other direction in the step after the last crossing, which then paid the
+    crossing's 3 µs again (21.88 us in all). The root's own link is idle by then and one switch hop
+    (1 µs) from the near side, so it deals that group itself: 20.10 us, below NCCL's analytic
+    pick (ring/Simple, 20.65 us), which the fed-back shape alone (21.88) was not. Every such shape
+    verifies, and so does the reduce run backwards from a root on the far socket."""
+    from synth.algorithms.socket_pipeline import build, entry_rank, switch_groups
+    from synth.collective import Collective
+    from synth.nccl_model import nccl_model_best
+    from synth.verify import check
+
+    topo = gen.random_machine(2, "pcie-asym")
+    router = router_for(topo)
+    near, far = sides(topo, 0, router)
+    far_groups = switch_groups(far, 0, router)
+    entry = entry_rank(far, 0, router)
+    for m in (1, 2, 3):
+        for spread in ((None, None, True, False, True), (None, far_groups, True, True, True)):
+            shape = (m, 1.8, False, *spread)
+            check(build(topo, Collective(Kind.BROADCAST, topo.num_ranks, 48, 0), router, shape, near, far, entry), topo)
+    size = 64 << 10
+    ours = synthesize(topo, Kind.BROADCAST, "socket-pipeline", options={"size": size})
+    assert ours.params["near_from"] == "far, the last group from the root"
+    fed_back = build(
+        topo,
+        Collective(Kind.BROADCAST, topo.num_ranks, 48, 0),
+        router,
+        (2, 1.0, False, None, far_groups, True, True),
+        near,
+        far,
+        entry,
+    )
+    assert _us(ours, topo, size) < _us(fed_back, topo, size) - 1.5
+    assert _us(ours, topo, size) < nccl_model_best(topo, Kind.BROADCAST, [size])[0].time_us
+    synthesize(topo, Kind.REDUCE, "socket-pipeline", root=5, options={"size": size})  # verified
 
 
 @pytest.mark.parametrize("size", [64 << 10, 1 << 20])

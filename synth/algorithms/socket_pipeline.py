@@ -257,20 +257,29 @@ def grouped_steps(
     far_groups: list[list[int]] | None,
     near_from_far: bool = False,
     far_weights: dict[int, float] | None = None,
+    last_from_root: bool = False,
 ) -> list[LogicalStep]:
     """`broadcast_steps` with each side spread switch by switch where its groups are given (None:
     the flat swap): group j's stages run in steps j, j + 1, …, so the crossing of group j + 1
     overlaps the spreading of the groups before it. With ``near_from_far`` (dealt shape only) the
     root sends each group across only, and the far ranks deal it back over the near side in the
     next step, over the slow link's other direction: for a root whose own link is barely wider
-    than the slow one, which could not carry both copies. ``far_weights``: the root's deal over the
-    far side in proportion to these (`uplink_weights`) instead of evenly."""
+    than the slow one, which could not carry both copies. ``last_from_root`` (with it): the root
+    itself deals the last group over the near side in that next step instead. Its own link is
+    idle once the last group has crossed, and its route to the near side is a switch hop (1 µs on
+    the random PCIe servers) where the way back pays the slow link's latency (3 µs), so the step
+    after the last crossing, in which the far side still spreads inside its socket, no longer
+    pays the crossing's latency. ``far_weights``: the root's deal over the far side in proportion
+    to these (`uplink_weights`) instead of evenly."""
     per_group: list[list[Parts]] = []
-    for g in groups:
+    for j, g in enumerate(groups):
         stages: list[Parts] = [[]]
         if near:
             first = 1
-            if near_from_far and entry is None:
+            if near_from_far and entry is None and last_from_root and j == len(groups) - 1:
+                stages.append(_deal(root, near, g))
+                first = 2
+            elif near_from_far and entry is None:
                 dealt = _weighted_parts(g, far, far_weights)
                 back = [(np.full(c.size, v), np.full(c.size, -1), c) for v, c in dealt.items()]
                 src, chunk = np.concatenate([b[0] for b in back]), np.concatenate([b[2] for b in back])
@@ -328,8 +337,8 @@ def build(
     entry), optionally followed by the near and far sides' switch groups, None for the flat swap);
     ``near``, ``far`` and ``entry`` as `sides` and `entry_rank` give them for the root."""
     m, ratio, through_entry = shape[:3]
-    near_groups, far_groups, near_from_far, weighted = (
-        (*shape[3:7], False, False)[:4] if len(shape) > 3 else (None, None, False, False)
+    near_groups, far_groups, near_from_far, weighted, last_from_root = (
+        (*shape[3:8], False, False, False)[:5] if len(shape) > 3 else (None, None, False, False, False)
     )
     groups = shrinking_groups(collective.chunks_per_piece, m, ratio)
     if groups is None:
@@ -348,12 +357,12 @@ def build(
     else:
         params["spread"] = {"near": "switches" if near_groups else "flat", "far": "switches" if far_groups else "flat"}
         if near_from_far:
-            params["near_from"] = "far"
+            params["near_from"] = "far, the last group from the root" if last_from_root else "far"
         weights = None
         if weighted and far_groups:
             weights = uplink_weights(far_groups, root, topology, router)
             params["far_deal"] = "by uplink"
-        steps = grouped_steps(root, entry, near, far, groups, near_groups, far_groups, near_from_far, weights)
+        steps = grouped_steps(root, entry, near, far, groups, near_groups, far_groups, near_from_far, weights, last_from_root)
     return lower_copies(topology, collective, steps, NAME, params, router)
 
 
@@ -383,10 +392,12 @@ def best_broadcast(topology: Topology, root: int | None, router: Router, size: i
     spreads += [(None, far_groups)] if grouped(far_groups) else []
     spreads += [(near_groups, None)] if grouped(near_groups) else []
     spreads += [(near_groups, far_groups)] if grouped(near_groups) and grouped(far_groups) else []
-    if near:  # the near side fed back from the far one (dealt shapes)
-        spreads += [(None, far_groups if grouped(far_groups) else None, True)]
+    if near:  # the near side fed back from the far one (dealt shapes), the last group also from the root
+        fed = far_groups if grouped(far_groups) else None
+        spreads += [(None, fed, True), (None, fed, True, False, True)]
     if grouped(far_groups):  # the root's deal over the far side by the switches' uplinks
-        spreads += [(None, far_groups, False, True)] + ([(None, far_groups, True, True)] if near else [])
+        spreads += [(None, far_groups, False, True)]
+        spreads += [(None, far_groups, True, True), (None, far_groups, True, True, True)] if near else []
     at = size if size is not None else REFERENCE_SIZE
     timed = []
     for k in (requested,) if requested is not None else CHUNK_COUNTS:
