@@ -166,6 +166,21 @@ def test_direct_allreduce_beats_every_reduce_scatter_plus_allgather():
     assert composed.time_us > direct.time_us
 
 
+def test_a_work_limited_allreduce_leaves_out_a_large_direct_model(monkeypatch):
+    """Under a work limit, allreduce="auto" tries the direct model only when it is small
+    (search.DIRECT_ALLREDUCE_MAX_NONZEROS_UNDER_WORK_LIMIT: a large one spends its work where the
+    count cannot bound its time) and keeps the composed schedule otherwise; without a work limit
+    it is tried as before."""
+    path = gen.mesh(1, 3, bandwidth=10.0, latency=0.5)
+    monkeypatch.setattr("synth.ilp.search.DIRECT_ALLREDUCE_MAX_NONZEROS_UNDER_WORK_LIMIT", 0)
+    limited = outcome_of(path, Kind.ALLREDUCE, 3, size=1 << 24, work_limit=10**6)
+    assert limited.restrictions[0] == "composed as reduce-scatter then allgather" and limited.phases
+    free = outcome_of(path, Kind.ALLREDUCE, 3, size=1 << 24)
+    assert free.time_us <= limited.time_us
+    composed = outcome_of(path, Kind.ALLREDUCE, 3, size=1 << 24, allreduce="composed")
+    assert schedule_to_json(limited.schedule) == schedule_to_json(composed.schedule)
+
+
 def test_composed_allreduce_is_a_warm_start_of_the_direct_model():
     topo = gen.ring(4)
     composed = outcome_of(topo, Kind.ALLREDUCE, 4, allreduce="composed", objective="rounds")

@@ -16,14 +16,16 @@ Both run single-threaded with a fixed random seed, so a solve that finishes (pro
 infeasible) gives the same answer every time. A solve may be cut two ways, and both keep the best
 solution found:
 
-- by a **work limit** (``work_limit``): a count of the search's own work, `WORK_UNITS`. HiGHS
-  checks its limits at fixed points of its MIP search (every branch-and-bound node, every round
-  of root cuts and root heuristics) and calls the MIP interrupt callback there: the work is the
-  number of those calls, so it bounds the root node's work too, which a node limit does not (a
-  direct allreduce model on the DGX-1 spends 15 s and more in its root). CBC counts its
-  branch-and-bound nodes (``-maxNodes``). The search runs in one thread with a fixed seed, so the
-  same model is cut at the same point, and keeps the same solution, however fast or loaded the
-  machine is;
+- by a **work limit** (``work_limit``): a count of the search's own work, in units of
+  `work_weight` (one per `NONZEROS_PER_UNIT` nonzeros of the model, at least one) for each step
+  of the search. HiGHS checks its limits at fixed points of its MIP search (every
+  branch-and-bound node, every round of root cuts and root heuristics) and calls the MIP interrupt
+  callback there: each call is a step, so the limit bounds the root node's work too, which a node
+  limit does not. A step costs more on a larger model (its LPs are larger), hence the weight: the
+  direct allreduce model on pcie-2socket (71,000 nonzeros) spends about 0.1 s per step, the
+  pipelined broadcast on the DGX-1 (2,700) about 0.01 s. CBC's steps are its branch-and-bound
+  nodes (``-maxNodes``). The search runs in one thread with a fixed seed, so the same model is
+  cut at the same point, and keeps the same solution, however fast or loaded the machine is;
 - by a **time limit** (``time_limit``, wall seconds) or a stop request: a safety net, whose cut
   depends on timing.
 
@@ -57,8 +59,21 @@ SOLVERS = ("highs", "cbc")
 #: Relative gap at which both solvers call a solution optimal (their default, 10⁻⁴).
 MIP_REL_GAP = 1e-4
 
-#: What a work limit counts, per solver (module docstring).
-WORK_UNITS = {"highs": "MIP limit checks (about one per branch-and-bound node)", "cbc": "branch-and-bound nodes"}
+#: What a work limit counts, per solver (module docstring): steps of the search, each weighted by
+#: the model's size (`work_weight`).
+WORK_UNITS = {
+    "highs": "MIP limit checks (about one per branch-and-bound node) times the model's weight",
+    "cbc": "branch-and-bound nodes times the model's weight",
+}
+
+#: A step of the search counts one unit of work per this many nonzeros of the model (at least one).
+NONZEROS_PER_UNIT = 5_000
+
+
+def work_weight(model: LinearModel) -> int:
+    """The work one step of the search on ``model`` counts: its nonzeros over `NONZEROS_PER_UNIT`,
+    rounded up, at least 1. A fixed function of the model, so the count stays deterministic."""
+    return max(1, math.ceil(model.num_nonzeros / NONZEROS_PER_UNIT))
 
 
 class LinearModel:
@@ -82,6 +97,10 @@ class LinearModel:
     @property
     def num_rows(self) -> int:
         return len(self._row_lo)
+
+    @property
+    def num_nonzeros(self) -> int:
+        return sum(len(i) for i in self._row_idx)
 
     def add_cols(self, count: int, *, cost: float = 0.0, lo: float = 0.0, hi: float = 1.0, integer: bool = True) -> np.ndarray:
         """Add ``count`` columns alike; returns their indices."""
@@ -316,6 +335,7 @@ def _solve_highs(
 
     t0 = time.perf_counter()
     state: dict = {"incumbent": None, "bound": None, "last_log": 0.0, "solution": None, "work": 0, "work_cut": False}
+    weight = work_weight(model)
 
     def report(event: str) -> None:
         if progress is None:
@@ -330,7 +350,7 @@ def _solve_highs(
         # of points for a given model and options: the n-th call is the same point of the search
         # on any machine, so a cut there keeps the same solution (a time limit's cut does not)
         if not state["work_cut"]:
-            state["work"] += 1
+            state["work"] += weight
         if work_limit is not None and state["work"] >= work_limit:
             state["work_cut"] = True
             e.interrupt()
@@ -404,7 +424,7 @@ _CBC_SOLUTION = re.compile(r"Integer solution of (\S+) found")
 def _solve_cbc(
     model: LinearModel,
     time_limit: float | None,
-    max_nodes: int | None,
+    work_limit: int | None,
     warm_start: np.ndarray | None,
     progress: ProgressCallback | None,
     stop: threading.Event,
@@ -445,8 +465,9 @@ def _solve_cbc(
         args = [command.path, mps, "-threads", "1", "-randomSeed", "1", "-ratio", str(MIP_REL_GAP), "-timeMode", "elapsed"]
         if time_limit is not None:
             args += ["-sec", f"{float(time_limit):g}"]
-        if max_nodes is not None:
-            args += ["-maxNodes", str(int(max_nodes))]
+        weight = work_weight(model)
+        if work_limit is not None:
+            args += ["-maxNodes", str(max(1, int(work_limit) // weight))]
         if warm_start is not None:
             for j, col in enumerate(cols):
                 col.setInitialValue(float(round(warm_start[j])) if integer[j] else float(warm_start[j]))
@@ -528,7 +549,7 @@ def _solve_cbc(
             stopped_by = "time limit"
     state["incumbent"], state["bound"] = objective, bound
     report("done")
-    return SolveResult(result_status, values, objective, bound, elapsed, "cbc", stopped_by, log, work=_cbc_nodes(text))
+    return SolveResult(result_status, values, objective, bound, elapsed, "cbc", stopped_by, log, work=_cbc_nodes(text) * weight)
 
 
 def _interrupt(child: subprocess.Popen) -> None:
