@@ -70,7 +70,7 @@ EXACT_RANKS = 8
 #: an exact run's work limit (`synth.ilp.solve.WORK_UNITS`, shared by its solves): what
 #: normally ends a run that is not proven optimal first. A count, not seconds, so where it cuts
 #: the search does not depend on the machine's speed or load and auto's output is reproducible
-EXACT_WORK = 1000
+EXACT_WORK = 2000
 #: an exact run's time limit: only a safety net (a run whose root node alone is very slow), far
 #: above what `EXACT_WORK` normally takes, since a run it cuts may give another schedule on
 #: another run; a run gets at most this, and at least `EXACT_MIN_SECONDS`, of the budget left
