@@ -22,8 +22,8 @@ solution found:
   branch-and-bound node, every round of root cuts and root heuristics) and calls the MIP interrupt
   callback there: each call is a step, so the limit bounds the root node's work too, which a node
   limit does not. A step costs more on a larger model (its LPs are larger), hence the weight: the
-  direct allreduce model on pcie-2socket (71,000 nonzeros) spends about 0.1 s per step, the
-  pipelined broadcast on the DGX-1 (2,700) about 0.01 s. CBC's steps are its branch-and-bound
+  direct allreduce model on pcie-2socket (71,000 nonzeros) spends about 0.1 s per step in its
+  tree (more in its root), the pipelined broadcast on the DGX-1 (2,700) about 0.01 s. CBC's steps are its branch-and-bound
   nodes (``-maxNodes``). The search runs in one thread with a fixed seed, so the same model is
   cut at the same point, and keeps the same solution, however fast or loaded the machine is;
 - by a **time limit** (``time_limit``, wall seconds) or a stop request: a safety net, whose cut
