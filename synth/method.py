@@ -30,11 +30,12 @@ from synth.verify import check
 
 #: What kind of synthesizer a method is; `synth.selection` treats each alike:
 #: ``classic`` and ``nccl`` (the baselines: cheap, always run), ``scalable`` (self-tuning
-#: synthesizers), ``exact`` (a solver with a time limit, run on small machines only; it takes the
-#: options ``size``, ``time_limit``, ``pipeline`` and ``wave_chunks``), ``meta`` (a method over
+#: synthesizers), ``exact`` (a solver with a work limit and a time limit, run on small machines
+#: only; it takes the options ``size``, ``time_limit``, ``work_limit``, ``pipeline`` and
+#: ``wave_chunks``), ``meta`` (a method over
 #: the others: auto; never a candidate of its own).
 FAMILIES = ("classic", "nccl", "scalable", "exact", "meta")
-EXACT_OPTIONS = frozenset({"size", "time_limit", "pipeline", "wave_chunks"})
+EXACT_OPTIONS = frozenset({"size", "time_limit", "work_limit", "pipeline", "wave_chunks"})
 
 
 def one_chunk(kind: Kind, ranks: int) -> int:

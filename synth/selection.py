@@ -15,7 +15,9 @@ The candidates for a collective and a list of sizes (`plan`), in the order of th
   scatter-allgather, hierarchical) once per size asked, at most `TUNED_SIZES` of them (the
   smallest, the middle one and the largest), labelled ``greedy@1MiB``;
 - exact solvers (family ``exact``: the ILP) only on machines of at most `EXACT_RANKS` ranks, once
-  per tuned size with a share of the time left (at most `EXACT_SECONDS` each), plus, when the
+  per tuned size with a fixed work limit (`EXACT_WORK` each, counted by the solver, so the same
+  inputs give the same schedule on a quiet or a loaded machine) and a share of the time left as a
+  safety net (at most `EXACT_SECONDS` each), plus, when the
   largest size is at least `PIPELINE_FROM` and the caller left the chunk count free, a pipelined
   schedule (``ilp@1GiB/pipelined``: `PIPELINE_WAVES` waves of `wave_chunks` chunks following one
   `PIPELINE_STAGES`-step template, docs/ilp.md).
@@ -63,9 +65,17 @@ TUNED_SIZES = 3
 DEFAULT_BUDGET = 120.0
 #: the families that always run (cheap, and the floor of every choice)
 BASELINE_FAMILIES = frozenset({"classic", "nccl"})
-#: exact solvers run on machines of at most this many ranks, for at most this many seconds per run
+#: exact solvers run on machines of at most this many ranks
 EXACT_RANKS = 8
-EXACT_SECONDS = 10.0
+#: an exact run's work limit (`synth.ilp.solve.WORK_UNITS`, shared by its solves): what
+#: normally ends a run that is not proven optimal first. A count, not seconds, so where it cuts
+#: the search does not depend on the machine's speed or load and auto's output is reproducible
+EXACT_WORK = 2000
+#: an exact run's time limit: only a safety net (a run whose root node alone is very slow), far
+#: above what `EXACT_WORK` normally takes, since a run it cuts may give another schedule on
+#: another run; a run gets at most this, and at least `EXACT_MIN_SECONDS`, of the budget left
+EXACT_SECONDS = 60.0
+EXACT_MIN_SECONDS = 10.0
 #: at the largest size asked, if at least this big, an exact solver is also asked for a pipelined
 #: schedule: `PIPELINE_WAVES` waves of w chunks per piece following one `PIPELINE_STAGES`-step
 #: template (docs/ilp.md), w from `wave_chunks`
@@ -256,9 +266,10 @@ def select(
 ) -> Selection:
     """Run the candidates of `plan`, verified, predict their times at ``sizes`` with the simulator
     (``model``), and rank them (the module says how). Once ``budget`` seconds are spent only the
-    baselines run; an exact solver's runs share the time left (at most `EXACT_SECONDS` each, at
-    least 1 s). ``progress(done, total, label)`` is called after each run. ``prune`` (used at one
-    size in the step-synchronous model, else ignored): skip what cannot beat the best time found
+    baselines run; an exact solver's runs each get `EXACT_WORK` of work and, as a safety net,
+    a share of the time left (at most `EXACT_SECONDS` each, at least `EXACT_MIN_SECONDS`).
+    ``progress(done, total, label)`` is called after each run. ``prune`` (used at one size in the
+    step-synchronous model, else ignored): skip what cannot beat the best time found
     (the module says how); the chosen time is the same as without it."""
     kind = Kind(kind)
     sizes = tuple(int(s) for s in sizes)
@@ -291,8 +302,11 @@ def select(
                 progress(done, len(runs), name)
             continue
         if method.family == "exact":
-            share = max(1.0, min(EXACT_SECONDS, (budget - spent) / len(method_runs)))
-            method_runs = [replace(run, options={**run.options, "time_limit": share}) for run in method_runs]
+            # the work limit decides where a run stops; the time share (which depends on the
+            # time spent so far) only bounds a run the work limit does not
+            share = max(EXACT_MIN_SECONDS, min(EXACT_SECONDS, (budget - spent) / len(method_runs)))
+            limits = {"time_limit": share, "work_limit": EXACT_WORK}
+            method_runs = [replace(run, options={**run.options, **limits}) for run in method_runs]
         for run in method_runs:
             options = dict(run.options)
             best_us = min((c.times_us[0] for c in found), default=math.inf)

@@ -10,8 +10,9 @@ from synth.algorithms.engines.size_tuning import predicted_us
 from synth.cli import main
 from synth.collective import ROOTED, Kind
 from synth.errors import NotApplicable
+from synth.method import Method
 from synth.registry import CLASSIC_METHODS, METHODS, NCCL_METHODS, synthesize
-from synth.selection import COST_ORDER, cost_rank, plan, select
+from synth.selection import COST_ORDER, EXACT_MIN_SECONDS, EXACT_SECONDS, EXACT_WORK, cost_rank, plan, select
 from synth.verify import verify
 
 from .reference import numeric_replay
@@ -19,7 +20,7 @@ from .reference import numeric_replay
 
 @pytest.fixture(autouse=True)
 def no_ilp_unless_asked(request, monkeypatch):
-    """The ILP gets 10 s per size in auto; only the test about it lets it run."""
+    """The ILP gets up to EXACT_WORK per size in auto; only the tests about it let it run."""
     if "ilp" not in request.node.name:
         monkeypatch.setattr("synth.selection.EXACT_RANKS", 0)
 
@@ -200,3 +201,30 @@ def test_the_same_auto_command_writes_the_same_file(tmp_path):
         assert "synthesis (s, wall): " in result.output and "ring " in result.output
         files.append(out.read_bytes())
     assert files[0] == files[1]
+
+
+def test_exact_runs_like_the_ilp_get_a_work_limit(builtin):
+    """auto gives every exact run the same work limit (EXACT_WORK: counted by the solver, so its
+    cut, and the schedule, do not depend on the machine's speed), whatever time the runs before it
+    took; the time limit it also gets is only a safety net, never under EXACT_MIN_SECONDS. Checked
+    with a stand-in exact method that records its options and builds a ring."""
+    seen: list[dict] = []
+    ring = METHODS["ring"]
+
+    def build(topology, collective, router=None, **options):
+        seen.append(options)
+        return ring.build(topology, collective, router)
+
+    exact = Method(
+        name="recorder",
+        summary="records the options an exact run gets",
+        family="exact",
+        collectives=frozenset({Kind.ALLGATHER}),
+        build=build,
+        default_chunks=ring.default_chunks,
+        options=frozenset({"size", "time_limit", "work_limit", "pipeline", "wave_chunks"}),
+    )
+    select([ring, exact], builtin("dgx1"), Kind.ALLGATHER, [1 << 10, 1 << 20])
+    assert len(seen) == 3  # two sizes and the pipelined run
+    assert all(o["work_limit"] == EXACT_WORK for o in seen)
+    assert all(EXACT_MIN_SECONDS <= o["time_limit"] <= EXACT_SECONDS for o in seen)

@@ -55,6 +55,18 @@ def test_progress_goes_to_stderr():
     assert " best " not in r.stdout
 
 
+def test_a_work_limit_cut_is_said_and_repeats_byte_for_byte(tmp_path):
+    """--work-limit cuts the search at a point that does not depend on timing: two runs write the
+    same file, and the result line says the work limit cut it."""
+    outs = [tmp_path / f"b{i}.json" for i in range(2)]
+    for out in outs:
+        args = ["-c", "broadcast", "-k", "48", "--pipeline", "3", "--wave-chunks", "6", "--size", "16MiB"]
+        result = invoke("ilp", "dgx1", *args, "--work-limit", "20", "-o", str(out), "-q")
+        assert result.exit_code == 0, result.output
+        assert "not proven optimal (work limit" in result.output
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+
+
 def test_pareto_table(ring4, tmp_path):
     folder = tmp_path / "frontier"
     result = invoke("ilp", str(ring4), "-c", "allgather", "--pareto", "--max-chunks", "3", "-o", str(folder))
@@ -81,6 +93,8 @@ def test_synthesize_with_the_ilp_method(tmp_path):
         (["--steps", "2", "--pipeline", "2"], "--pipeline"),
         (["--chunks", "0"], "--chunks"),
         (["--time-limit", "0"], "--time-limit"),
+        (["--work-limit", "0"], "--work-limit"),
+        (["--pareto", "--work-limit", "5"], "--work-limit"),
         (["--pareto", "--sizes", "x"], "--sizes"),
     ],
 )

@@ -1,5 +1,5 @@
 """The ILP synthesizer: optimal steps and rounds that can be checked by hand, every collective,
-proof flags, symmetry, pipelining, stops (time limit, progress callback, Ctrl-C), determinism,
+proof flags, symmetry, pipelining, stops (work limit, time limit, progress callback, Ctrl-C), determinism,
 both solvers, and soundness against the lower bounds."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -165,6 +166,21 @@ def test_direct_allreduce_beats_every_reduce_scatter_plus_allgather():
     assert composed.time_us > direct.time_us
 
 
+def test_a_work_limited_allreduce_leaves_out_a_large_direct_model(monkeypatch):
+    """Under a work limit, allreduce="auto" tries the direct model only when it is small
+    (search.DIRECT_ALLREDUCE_MAX_NONZEROS_UNDER_WORK_LIMIT: a large one spends its work where the
+    count cannot bound its time) and keeps the composed schedule otherwise; without a work limit
+    it is tried as before."""
+    path = gen.mesh(1, 3, bandwidth=10.0, latency=0.5)
+    monkeypatch.setattr("synth.ilp.search.DIRECT_ALLREDUCE_MAX_NONZEROS_UNDER_WORK_LIMIT", 0)
+    limited = outcome_of(path, Kind.ALLREDUCE, 3, size=1 << 24, work_limit=10**6)
+    assert limited.restrictions[0] == "composed as reduce-scatter then allgather" and limited.phases
+    free = outcome_of(path, Kind.ALLREDUCE, 3, size=1 << 24)
+    assert free.time_us <= limited.time_us
+    composed = outcome_of(path, Kind.ALLREDUCE, 3, size=1 << 24, allreduce="composed")
+    assert schedule_to_json(limited.schedule) == schedule_to_json(composed.schedule)
+
+
 def test_composed_allreduce_is_a_warm_start_of_the_direct_model():
     topo = gen.ring(4)
     composed = outcome_of(topo, Kind.ALLREDUCE, 4, allreduce="composed", objective="rounds")
@@ -285,6 +301,75 @@ def test_time_limit_keeps_the_best_schedule(builtin):
     assert outcome.gap is not None and outcome.gap > 0
     assert verify(outcome.schedule, topo).ok
     assert outcome.schedule.params["stopped_by"] == "time limit"
+
+
+def _cut_broadcast(work_limit: int, progress=None):
+    """The DGX-1's pipelined broadcast as auto asks for it (3 stages, 8 waves of 6 chunks, 16 MiB):
+    a model whose search is far from proven after a few hundred units of work."""
+    options = IlpOptions(pipeline=3, wave_chunks=6, size=1 << 24, time_limit=TIME_LIMIT, work_limit=work_limit)
+    return solve_collective(gen.dgx1(), Collective(Kind.BROADCAST, 8, 48, 0), options, progress=progress)
+
+
+def test_a_work_limit_cuts_at_the_same_point_however_slow_the_machine():
+    """A solve cut by its work limit gives the same schedule bytes on a quiet and on a slowed
+    machine: the second run's progress callback (which HiGHS calls from its search thread, at
+    every improving solution and log line) sleeps, so that run takes longer in wall time, as on a
+    loaded machine. Where the search stops matters here (the cut at 20 and at 200 units keep
+    different schedules), so a wall-clock cut, which lands at another point of the search when the
+    machine is slower, would give other bytes: only a limit on the solver's own work is
+    reproducible."""
+    quiet = _cut_broadcast(20)
+    events = []
+
+    def slow(p):
+        events.append(p.event)
+        time.sleep(0.05)
+
+    loaded = _cut_broadcast(20, progress=slow)
+    assert "solution" in events or "log" in events  # the slowed run was really slowed
+    for outcome in (quiet, loaded):
+        assert outcome.status == "feasible" and outcome.stopped_by == "work limit"
+        assert outcome.schedule.params["stopped_by"] == "work limit"
+        assert verify(outcome.schedule, gen.dgx1()).ok
+    assert schedule_to_json(quiet.schedule) == schedule_to_json(loaded.schedule)
+    more = _cut_broadcast(200)
+    assert more.stopped_by == "work limit"
+    assert schedule_to_json(more.schedule) != schedule_to_json(quiet.schedule)
+
+
+def test_a_step_search_shares_its_work_budget_deterministically(builtin):
+    """Without --steps the step counts share one work budget as they share the time: the work each
+    solve did (counted by the solver) is subtracted, so the same inputs try the same step counts
+    with the same shares and give the same bytes; the work spent never exceeds the budget by more
+    than the solver's last check per solve."""
+    topo = builtin("pcie-2socket")
+    runs = [outcome_of(topo, Kind.BROADCAST, 2, root=0, size=1 << 24, work_limit=40) for _ in range(2)]
+    assert schedule_to_json(runs[0].schedule) == schedule_to_json(runs[1].schedule)
+    assert [(t.steps, t.status, t.time_us) for t in runs[0].tried] == [(t.steps, t.status, t.time_us) for t in runs[1].tried]
+    assert any("work limit" in t.status for t in runs[0].tried)  # the budget did cut solves here
+    assert verify(runs[0].schedule, topo).ok
+
+
+def test_a_work_limit_is_checked():
+    with pytest.raises(ValueError, match="work limit"):
+        IlpOptions(work_limit=0)
+    model = LinearModel()
+    model.add_cols(1, cost=1.0)
+    with pytest.raises(ValueError, match="work limit"):
+        solve(model, work_limit=-1)
+
+
+def test_cbc_work_limit_is_a_node_limit():
+    """With CBC the work limit is its node limit (-maxNodes): a cut it says so, keeping a
+    verified schedule."""
+    outcome = _cut_broadcast_cbc()
+    assert outcome.status == "feasible" and outcome.stopped_by == "work limit"
+    assert verify(outcome.schedule, gen.dgx1()).ok
+
+
+def _cut_broadcast_cbc():
+    options = IlpOptions(pipeline=3, wave_chunks=6, size=1 << 24, time_limit=TIME_LIMIT, work_limit=2, solver="cbc")
+    return solve_collective(gen.dgx1(), Collective(Kind.BROADCAST, 8, 48, 0), options)
 
 
 def test_progress_callback_can_stop_the_search(builtin):

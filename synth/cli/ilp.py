@@ -89,6 +89,13 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="time", show_default=True, help="What to minimise.")
 @click.option("-s", "--size", default=None, help=f"Message size for the time objective (default {format_size(DEFAULT_SIZE)}).")
 @click.option("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, show_default=True, help="Seconds for the whole search.")
+@click.option(
+    "--work-limit",
+    type=int,
+    default=None,
+    help="Solver work for the whole search (HiGHS: MIP limit checks, about one per node; CBC: nodes): "
+    "a cut that is the same on any machine (default: none).",
+)
 @click.option("--solver", type=click.Choice(SOLVERS), default="highs", show_default=True, help="MIP solver.")
 @click.option("--no-symmetry", is_flag=True, help="Do not restrict the search to symmetric schedules.")
 @click.option("--max-steps", type=int, default=None, help="Largest step count a search tries.")
@@ -114,6 +121,7 @@ def ilp_cmd(
     objective,
     size,
     time_limit,
+    work_limit,
     solver,
     no_symmetry,
     max_steps,
@@ -125,7 +133,7 @@ def ilp_cmd(
 ):
     """Synthesize a schedule for a collective on TOPOLOGY with the ILP: optimal for its steps and
     chunks in real units (time at --size), SCCL's rounds, or the fewest steps. The search always
-    ends (--steps, --chunks, --time-limit); Ctrl-C stops it and keeps the best schedule found.
+    ends (--steps, --chunks, --work-limit, --time-limit); Ctrl-C stops it and keeps the best schedule found.
     Every schedule is verified before it is written."""
     topo, location = load_located_topology(topology)
     source = str(location.path)
@@ -141,6 +149,10 @@ def ilp_cmd(
             raise InputError(_CMD, name, value, "must be at least 1")
     if time_limit is not None and time_limit <= 0:
         raise InputError(_CMD, "--time-limit", time_limit, "must be positive")
+    if work_limit is not None and work_limit < 1:
+        raise InputError(_CMD, "--work-limit", work_limit, "must be at least 1")
+    if work_limit is not None and pareto:
+        raise InputError(_CMD, "--work-limit", work_limit, "the Pareto walk takes --time-limit only")
     if steps is not None and pipeline is not None:
         raise InputError(_CMD, "--pipeline", pipeline, "give either --steps or --pipeline")
     stop = threading.Event()
@@ -168,6 +180,7 @@ def ilp_cmd(
         objective=objective,
         size=size_bytes,
         time_limit=time_limit,
+        work_limit=work_limit,
         solver=solver,
         symmetry=not no_symmetry,
         max_steps=max_steps,

@@ -8,8 +8,12 @@ reduce-scatter are broadcast and allgather on the reversed topology, run backwar
 turned into reduces); allreduce is reduce-scatter then allgather.
 
 Every search ends: the step counts tried are bounded (``max_steps``) and the whole call shares
-one time budget (``time_limit``); a stop request (Ctrl-C, or a progress callback returning True)
-ends the current solve and keeps the best schedule found so far.
+one work budget (``work_limit``, `synth.ilp.solve.WORK_UNITS`) and one time budget (``time_limit``); a
+stop request (Ctrl-C, or a progress callback returning True) ends the current solve and keeps the
+best schedule found so far. The work budget is what makes a cut search reproducible: work is
+counted by the single-threaded solver, so the same inputs cut at the same point on any machine
+and give the same schedule bytes; the time budget is a safety net whose cut depends on timing
+(docs/ilp.md, "Limits").
 """
 
 from __future__ import annotations
@@ -78,6 +82,13 @@ MAX_VARIABLES = 200_000
 #: allgather only when it has at most about this many variables.
 DIRECT_ALLREDUCE_MAX_VARIABLES = 40_000
 
+#: ... and, under a work limit, only when it has at most this many nonzeros. Larger direct models
+#: spend their work in HiGHS's root node (cut rounds, and sub-MIP heuristics that the work count
+#: cannot see or stop): on pcie-2socket (71,000 nonzeros) 133 steps of work took 56 s and kept the
+#: composed warm start, so the work limit would not bound the time, and the time limit that would
+#: cut it instead depends on the machine's speed.
+DIRECT_ALLREDUCE_MAX_NONZEROS_UNDER_WORK_LIMIT = 20_000
+
 ALLREDUCE_MODES = ("auto", "composed", "direct")
 
 
@@ -89,6 +100,9 @@ class IlpOptions:
     objective: str = "time"
     size: int = DEFAULT_SIZE
     time_limit: float | None = DEFAULT_TIME_LIMIT
+    #: solver work for the whole call (`synth.ilp.solve.WORK_UNITS`; None: no limit), shared by
+    #: its solves like the time limit; unlike it, where it cuts is the same on any machine
+    work_limit: int | None = None
     solver: str = "highs"
     symmetry: bool = True
     max_steps: int | None = None
@@ -116,6 +130,8 @@ class IlpOptions:
             raise ValueError(f"size must be positive, got {self.size}")
         if self.time_limit is not None and self.time_limit <= 0:
             raise ValueError(f"time limit must be positive, got {self.time_limit}")
+        if self.work_limit is not None and self.work_limit < 1:
+            raise ValueError(f"work limit must be at least 1, got {self.work_limit}")
         if self.pipeline is not None and self.pipeline < 1:
             raise ValueError(f"pipeline stages must be at least 1, got {self.pipeline}")
         if self.allreduce not in ALLREDUCE_MODES:
@@ -173,20 +189,34 @@ class Outcome:
 
 
 class Budget:
-    """The call's shared deadline and stop flag."""
+    """The call's shared deadline, work budget (`synth.ilp.solve.WORK_UNITS`) and stop flag.
 
-    def __init__(self, time_limit: float | None, stop: threading.Event | None):
+    The work budget is spent by what each solve reports it explored (`SolveResult.work`), a count
+    that does not depend on timing, so how it is shared out, and when it runs out, is the same on
+    any machine; the deadline is the safety net."""
+
+    def __init__(self, time_limit: float | None, stop: threading.Event | None, work_limit: int | None = None):
         self.start = time.perf_counter()
         self.deadline = None if time_limit is None else self.start + time_limit
         self.stop = stop or threading.Event()
+        self.work_left = work_limit
 
     def remaining(self) -> float | None:
         if self.deadline is None:
             return None
         return max(0.01, self.deadline - time.perf_counter())
 
+    def spend(self, work: int) -> None:
+        """Subtract a solve's work from the work budget."""
+        if self.work_left is not None:
+            self.work_left = max(0, self.work_left - work)
+
     def exhausted(self) -> bool:
-        return self.stop.is_set() or (self.deadline is not None and time.perf_counter() >= self.deadline)
+        return (
+            self.stop.is_set()
+            or (self.work_left is not None and self.work_left <= 0)
+            or (self.deadline is not None and time.perf_counter() >= self.deadline)
+        )
 
 
 # ============================================================================= step-synchronous cost
@@ -262,7 +292,7 @@ def solve_forward(
     warm: list[Schedule] | None = None,
 ) -> Outcome:
     """A non-reduction collective solved directly (see `solve_collective`)."""
-    budget = budget or Budget(options.time_limit, None)
+    budget = budget or Budget(options.time_limit, None, options.work_limit)
     if topology.num_ranks < 2:
         raise NotApplicable("the ilp method needs at least 2 ranks")
     if group is None:
@@ -361,10 +391,12 @@ def _search(
             form.model,
             solver=options.solver,
             time_limit=_share(budget, len(candidates) - position, best is not None),
+            work_limit=_work_share(budget, len(candidates) - position, best is not None),
             warm_start=start,
             progress=progress,
             stop=budget.stop,
         )
+        budget.spend(result.work)
         if result.status == "infeasible":
             infeasible_reasons.append(f"no schedule in {steps} step(s) (proven by the solver)")
             tried.append(Tried(form.num_steps, "infeasible", None, None))
@@ -390,7 +422,7 @@ def _search(
             raise NotApplicable(f"interrupted before the ILP found a schedule for {collective.describe()}")
         if budget.exhausted():
             raise NotApplicable(
-                f"the ILP found no schedule for {collective.describe()} within the time limit; raise --time-limit"
+                f"the ILP found no schedule for {collective.describe()} within its limits; raise --work-limit or --time-limit"
             )
         why = "; ".join(infeasible_reasons[-2:]) or "no step count tried"
         raise NotApplicable(f"no schedule for {collective.describe()} with the steps tried ({why})")
@@ -405,6 +437,18 @@ def _share(budget: Budget, left: int, have_schedule: bool) -> float | None:
     if remaining is None or not have_schedule:
         return remaining
     return max(0.01, remaining / max(1, left))
+
+
+def _work_share(budget: Budget, left: int, have_schedule: bool) -> int | None:
+    """The work a solve may do, shared like `_share`'s time: all that is left until a
+    schedule is in hand, then an even share for each step count still to try. Integer
+    arithmetic on counts the solver reports, so the shares are the same on any machine; at least
+    1, so a solve can always take in its warm start."""
+    if budget.work_left is None:
+        return None
+    if not have_schedule:
+        return max(1, budget.work_left)
+    return max(1, budget.work_left // max(1, left))
 
 
 def _better(a: Outcome, b: Outcome, objective: str) -> bool:
@@ -511,7 +555,7 @@ def solve_collective(
     of chunks), the steps objective then minimising time.
     """
     options = options or IlpOptions()
-    budget = Budget(options.time_limit, stop)
+    budget = Budget(options.time_limit, stop, options.work_limit)
     kind = collective.kind
     if kind in DUAL:
         forward = solve_forward(
@@ -565,7 +609,7 @@ def _allreduce(
     objective = "time" if options.objective == "steps" else options.objective
 
     def build(steps: int) -> AllreduceFormulation:
-        return AllreduceFormulation(
+        form = AllreduceFormulation(
             topology,
             collective,
             steps,
@@ -576,6 +620,10 @@ def _allreduce(
             max_variables=MAX_VARIABLES,
             group=group,
         )
+        too_big = form.model.num_nonzeros > DIRECT_ALLREDUCE_MAX_NONZEROS_UNDER_WORK_LIMIT
+        if mode == "auto" and composed is not None and options.work_limit is not None and too_big:
+            raise NotApplicable("the direct allreduce model is too large for a work-limited search; kept the composed one")
+        return form
 
     starts = [composed.schedule] if composed is not None else []
     try:

@@ -13,8 +13,22 @@ either solver unchanged:
   which makes it end its search and write its best solution.
 
 Both run single-threaded with a fixed random seed, so a solve that finishes (proven optimal, or
-infeasible) gives the same answer every time. A solve cut by a time limit or a stop request keeps
-the best solution found, which may depend on timing.
+infeasible) gives the same answer every time. A solve may be cut two ways, and both keep the best
+solution found:
+
+- by a **work limit** (``work_limit``): a count of the search's own work, in units of
+  `work_weight` (one per `NONZEROS_PER_UNIT` nonzeros of the model, at least one) for each step
+  of the search. HiGHS checks its limits at fixed points of its MIP search (every
+  branch-and-bound node, every round of root cuts and root heuristics) and calls the MIP interrupt
+  callback there: each call is a step, so the limit bounds the root node's work too, which a node
+  limit does not. A step costs more on a larger model (its LPs are larger), hence the weight: the
+  direct allreduce model on pcie-2socket (71,000 nonzeros) spends about 0.1 s per step in its
+  tree (more in its root), the pipelined broadcast on the DGX-1 (2,700) about 0.01 s. CBC's steps are its branch-and-bound
+  nodes (``-maxNodes``). The search runs in one thread with a fixed seed, so the same model is
+  cut at the same point, and keeps the same solution, however fast or loaded the machine is;
+- by a **time limit** (``time_limit``, wall seconds) or a stop request: a safety net, whose cut
+  depends on timing.
+
 
 Optimality is read from the solver's own solution status (pulp's ``LpStatus`` can read
 "Optimal" after a time limit; CBC's ``sol_status`` and HiGHS's model status say what was proven).
@@ -45,6 +59,22 @@ SOLVERS = ("highs", "cbc")
 #: Relative gap at which both solvers call a solution optimal (their default, 10⁻⁴).
 MIP_REL_GAP = 1e-4
 
+#: What a work limit counts, per solver (module docstring): steps of the search, each weighted by
+#: the model's size (`work_weight`).
+WORK_UNITS = {
+    "highs": "MIP limit checks (about one per branch-and-bound node) times the model's weight",
+    "cbc": "branch-and-bound nodes times the model's weight",
+}
+
+#: A step of the search counts one unit of work per this many nonzeros of the model (at least one).
+NONZEROS_PER_UNIT = 5_000
+
+
+def work_weight(model: LinearModel) -> int:
+    """The work one step of the search on ``model`` counts: its nonzeros over `NONZEROS_PER_UNIT`,
+    rounded up, at least 1. A fixed function of the model, so the count stays deterministic."""
+    return max(1, math.ceil(model.num_nonzeros / NONZEROS_PER_UNIT))
+
 
 class LinearModel:
     """A minimisation MIP: columns (cost, bounds, integrality) and rows ``lo ≤ a·x ≤ hi``."""
@@ -67,6 +97,10 @@ class LinearModel:
     @property
     def num_rows(self) -> int:
         return len(self._row_lo)
+
+    @property
+    def num_nonzeros(self) -> int:
+        return sum(len(i) for i in self._row_idx)
 
     def add_cols(self, count: int, *, cost: float = 0.0, lo: float = 0.0, hi: float = 1.0, integer: bool = True) -> np.ndarray:
         """Add ``count`` columns alike; returns their indices."""
@@ -154,7 +188,9 @@ ProgressCallback = Callable[[Progress], "bool | None"]
 class SolveResult:
     """What a solve found. ``status``: "optimal" (proven, within the relative gap), "feasible"
     (a solution, optimality not proven), "infeasible" (proven: no solution exists), "unknown"
-    (stopped before any solution). ``stopped_by``: None, "time limit" or "interrupt"."""
+    (stopped before any solution). ``stopped_by``: None, "work limit", "time limit" or "interrupt".
+    ``work``: the work the solve did, in its solver's `WORK_UNITS` (what a shared work budget
+    subtracts; deterministic like the work limit itself)."""
 
     status: str
     values: np.ndarray | None
@@ -164,6 +200,7 @@ class SolveResult:
     solver: str
     stopped_by: str | None = None
     log: list[str] = field(default_factory=list)
+    work: int = 0
     #: the solver reported an error (not a limit or an interrupt); `solve` then tries CBC
     failed: bool = False
 
@@ -187,30 +224,35 @@ def solve(
     *,
     solver: str = "highs",
     time_limit: float | None = None,
+    work_limit: int | None = None,
     warm_start: np.ndarray | None = None,
     progress: ProgressCallback | None = None,
     stop: threading.Event | None = None,
 ) -> SolveResult:
-    """Solve ``model`` with ``solver`` ("highs" or "cbc"). ``stop`` (or a progress callback
-    returning True, or Ctrl-C) ends the search early, keeping the best solution found."""
+    """Solve ``model`` with ``solver`` ("highs" or "cbc"). ``work_limit`` (`WORK_UNITS`) cuts the
+    search at the same point on any machine; ``time_limit`` (wall seconds) is the safety net.
+    ``stop`` (or a progress callback returning True, or Ctrl-C) ends the search early. A cut
+    search keeps the best solution found."""
+    if work_limit is not None and work_limit < 0:
+        raise ValueError(f"work limit must be at least 0, got {work_limit}")
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r} (expected one of {', '.join(SOLVERS)})")
     stop = stop or threading.Event()
     # whatever a solver library prints is a diagnostic, never part of our stdout (--json, -q)
     with native_stdout_to_stderr():
         if solver == "cbc":
-            return _solve_cbc(model, time_limit, warm_start, progress, stop)
+            return _solve_cbc(model, time_limit, work_limit, warm_start, progress, stop)
         start = time.perf_counter()
         try:
-            result = _solve_highs(model, time_limit, warm_start, progress, stop)
+            result = _solve_highs(model, time_limit, work_limit, warm_start, progress, stop)
         except ImportError:
             result = None  # highspy missing: CBC is the fallback
         if result is not None and not result.failed:
             return result
         # HiGHS could not load or solve the model (an error status, not a limit): fall back to CBC
-        # with what is left of the time limit
+        # with what is left of the time limit, and the whole work limit (HiGHS did no search)
         left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - start))
-        return _solve_cbc(model, left, warm_start, progress, stop)
+        return _solve_cbc(model, left, work_limit, warm_start, progress, stop)
 
 
 def _run_in_thread(target: Callable[[], object], name: str) -> threading.Event:
@@ -258,6 +300,7 @@ _HIGHS_ERRORS = _highs_errors()
 def _solve_highs(
     model: LinearModel,
     time_limit: float | None,
+    work_limit: int | None,
     warm_start: np.ndarray | None,
     progress: ProgressCallback | None,
     stop: threading.Event,
@@ -291,7 +334,8 @@ def _solve_highs(
         h.setSolution(model.num_cols, np.arange(model.num_cols, dtype=np.int32), np.asarray(warm_start, dtype=float))
 
     t0 = time.perf_counter()
-    state: dict = {"incumbent": None, "bound": None, "last_log": 0.0, "solution": None}
+    state: dict = {"incumbent": None, "bound": None, "last_log": 0.0, "solution": None, "work": 0, "work_cut": False}
+    weight = work_weight(model)
 
     def report(event: str) -> None:
         if progress is None:
@@ -302,7 +346,15 @@ def _solve_highs(
             stop.set()
 
     def on_interrupt_check(e) -> None:
-        if stop.is_set():
+        # HiGHS calls this where its single-threaded search checks its limits, a fixed sequence
+        # of points for a given model and options: the n-th call is the same point of the search
+        # on any machine, so a cut there keeps the same solution (a time limit's cut does not)
+        if not state["work_cut"]:
+            state["work"] += weight
+        if work_limit is not None and state["work"] >= work_limit:
+            state["work_cut"] = True
+            e.interrupt()
+        elif stop.is_set():
             e.interrupt()
 
     def on_improving(e) -> None:
@@ -352,6 +404,8 @@ def _solve_highs(
         result_status = "feasible" if values is not None else "unknown"
         if status == ms.kTimeLimit:
             stopped_by = "time limit"
+        elif state["work_cut"] and not interrupted:
+            stopped_by = "work limit"
         elif status in (ms.kInterrupt, ms.kHighsInterrupt) or interrupted or stop.is_set():
             stopped_by = "interrupt"
     failed = status in _HIGHS_ERRORS and values is None and not stop.is_set()
@@ -359,7 +413,7 @@ def _solve_highs(
         state["incumbent"], state["bound"] = objective, bound
         report("done")
     h.clear()
-    return SolveResult(result_status, values, objective, bound, elapsed, "highs", stopped_by, failed=failed)
+    return SolveResult(result_status, values, objective, bound, elapsed, "highs", stopped_by, work=state["work"], failed=failed)
 
 
 # ===================================================================================== CBC
@@ -370,6 +424,7 @@ _CBC_SOLUTION = re.compile(r"Integer solution of (\S+) found")
 def _solve_cbc(
     model: LinearModel,
     time_limit: float | None,
+    work_limit: int | None,
     warm_start: np.ndarray | None,
     progress: ProgressCallback | None,
     stop: threading.Event,
@@ -410,6 +465,9 @@ def _solve_cbc(
         args = [command.path, mps, "-threads", "1", "-randomSeed", "1", "-ratio", str(MIP_REL_GAP), "-timeMode", "elapsed"]
         if time_limit is not None:
             args += ["-sec", f"{float(time_limit):g}"]
+        weight = work_weight(model)
+        if work_limit is not None:
+            args += ["-maxNodes", str(max(1, int(work_limit) // weight))]
         if warm_start is not None:
             for j, col in enumerate(cols):
                 col.setInitialValue(float(round(warm_start[j])) if integer[j] else float(warm_start[j]))
@@ -477,15 +535,21 @@ def _solve_cbc(
     if sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         values = np.array([values_by_name.get(c.name, 0.0) or 0.0 for c in cols], dtype=float)
     objective = model.objective(values) if values is not None else None
-    if sol_status == pulp.LpSolutionOptimal and "Stopped on time" not in text and not stop.is_set():
+    node_limit = "Stopped on node limit" in text
+    if sol_status == pulp.LpSolutionOptimal and "Stopped on time" not in text and not node_limit and not stop.is_set():
         result_status = "optimal"
         bound = objective
     else:
         result_status = "feasible" if values is not None else "unknown"
-        stopped_by = "interrupt" if (interrupted or stop.is_set()) else ("time limit" if "time" in text.lower() else None)
+        if interrupted or stop.is_set():
+            stopped_by = "interrupt"
+        elif node_limit:
+            stopped_by = "work limit"
+        elif "Stopped on time" in text:
+            stopped_by = "time limit"
     state["incumbent"], state["bound"] = objective, bound
     report("done")
-    return SolveResult(result_status, values, objective, bound, elapsed, "cbc", stopped_by, log)
+    return SolveResult(result_status, values, objective, bound, elapsed, "cbc", stopped_by, log, work=_cbc_nodes(text) * weight)
 
 
 def _interrupt(child: subprocess.Popen) -> None:
@@ -500,6 +564,12 @@ def _float(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) and abs(value) < 1e49 else None
+
+
+def _cbc_nodes(text: str) -> int:
+    """The branch-and-bound nodes CBC explored (its "Enumerated nodes" line; 0 if none)."""
+    found = re.findall(r"Enumerated nodes:\s*(\d+)", text)
+    return int(found[-1]) if found else 0
 
 
 def _cbc_bound(text: str) -> float | None:
