@@ -67,7 +67,7 @@ Options: ``size`` (bytes, default 1 MiB): the size the shape and chunk count are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,7 @@ from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.path_channels import components
 from synth.algorithms.engines.rail_routes import PathFinder, RouteBalancer, RoutedStep, lower_routed
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
+from synth.algorithms.engines.slice_ramp import ramps, stage_loads
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, one_chunk
@@ -104,6 +105,11 @@ SLOW = 0.75
 SPLIT_PARTS = 4
 #: no candidate beyond this many logical transfers
 TRANSFER_BUDGET = 400_000
+#: the fastest pipelined series (layout, fan-out, parts, deal) that also get ramped slices
+RAMP_SERIES = 3
+#: chunks per part of a ramped candidate (fewer where `TRANSFER_BUDGET` asks): fine enough that
+#: the first slices of a ramp can be a small share of the middle ones
+RAMP_CHUNKS = 512
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ class Shape:
     #: scatter-allgather only: the root group keeps a piece of every part and sends it in the
     #: allgather (`scatter_allgather_events`)
     root_piece: bool = True
+    #: kary only: ramped slices (`synth.algorithms.engines.slice_ramp`), the chunks of each part
+    #: that move together, slice s starting s steps after slice 0; () is one chunk per step
+    slices: tuple[int, ...] = ()
 
     @property
     def num_chunks(self) -> int:
@@ -486,7 +495,11 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
                     event(j, ready + held[j][sender] + 1, sender, v, back[j][k])
     part, step0, src0, dst0, via0 = (np.asarray(col, dtype=np.int64) for col in template)
     q = np.arange(c, dtype=np.int64)
-    shift = q if shape.kind == "kary" else np.zeros(c, dtype=np.int64)
+    if shape.slices:
+        # a ramped slice s: its chunks all follow the pattern s steps after slice 0
+        shift = np.repeat(np.arange(len(shape.slices), dtype=np.int64), shape.slices)
+    else:
+        shift = q if shape.kind == "kary" else np.zeros(c, dtype=np.int64)
     step = (step0[None, :] + shift[:, None]).ravel()
     chunk = (part[None, :] * c + q[:, None]).ravel()
     src, dst, via = (np.tile(col, c) for col in (src0, dst0, via0))
@@ -618,6 +631,8 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     }
     if shape.bounce:
         params["bounce"] = True
+    if shape.slices:
+        params["slices"] = list(shape.slices)
     if shape.kind == "scatter-allgather" and not shape.root_piece:
         params["root_piece"] = False
     if size is not None:
@@ -635,9 +650,13 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
     """The fastest candidate at ``size`` over every layout and shape (ties: fewer transfers, then
     the order tried). For the pipelined shape the chunk counts of one fan-out are tried in
     increasing order and the sweep stops after `PATIENCE` slower ones in a row (the time falls
-    while the fill dominates and rises once the latencies of the extra steps do)."""
+    while the fill dominates and rises once the latencies of the extra steps do). The `RAMP_SERIES`
+    fastest pipelined series then get ramped slices too (`ramped_shapes`): candidates beside the
+    equal slices, so the fastest still wins."""
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
+    #: the fastest time of every pipelined (kary) series: (time, order found, layout, shape)
+    pipelined: dict[tuple, tuple[float, int, Layout, Shape]] = {}
     for layout in layouts(topology, root, router, spreads.finder):
         previous: tuple | None = None
         last, worse = None, 0
@@ -655,9 +674,38 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
             last = time
             if best is None or (time, schedule.num_transfers) < best[:2]:
                 best = (time, schedule.num_transfers, schedule)
+            key = (layout.name, *series)
+            if shape.kind == "kary" and (key not in pipelined or time < pipelined[key][0]):
+                pipelined[key] = (time, pipelined[key][1] if key in pipelined else len(pipelined), layout, shape)
     if best is None:
         raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
+    for _, _, layout, shape in sorted(pipelined.values(), key=lambda v: v[:2])[:RAMP_SERIES]:
+        for ramped in ramped_shapes(topology, layout, root, shape, requested, size, spreads):
+            schedule = build_broadcast(topology, layout, root, ramped, size, spreads)
+            time = predicted_us(schedule, topology, [size])[0]
+            if (time, schedule.num_transfers) < best[:2]:
+                best = (time, schedule.num_transfers, schedule)
     return best[2]
+
+
+def ramped_shapes(
+    topology: Topology, layout: Layout, root: int, shape: Shape, requested: int | None, size: int, spreads: Spreads
+) -> list[Shape]:
+    """Ramped-slice variants of a pipelined shape (`synth.algorithms.engines.slice_ramp`): the
+    pattern of one chunk per part is the template, an LP over its per-step link loads sizes the
+    slices, in whole chunks of ``RAMP_CHUNKS`` per part (or the chunks asked for). The fast
+    stages of a rails pipeline (the deal and the sharing inside a host) then carry the fill in
+    small steps instead of whole slices of the network's pace."""
+    chunks = requested // shape.parts if requested is not None else RAMP_CHUNKS
+    ranks = sum(len(g) for g in layout.groups)
+    while requested is None and chunks > 1 and (ranks - 1) * shape.parts * chunks > TRANSFER_BUDGET:
+        chunks //= 2
+    if chunks < 2:
+        return []
+    template = build_broadcast(topology, layout, root, replace(shape, chunks_per_part=1), None, spreads)
+    loads = stage_loads(template, topology)
+    chunk_bytes = size / (shape.parts * chunks)
+    return [replace(shape, chunks_per_part=chunks, slices=slices) for slices in ramps(loads, chunks, chunk_bytes)]
 
 
 def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int) -> Schedule:
