@@ -127,6 +127,11 @@ class Shape:
     #: the parts the root carries itself come back to the root's host from the deepest host
     #: over its idle NICs instead of being shared by the root over its host links (`bounce_ok`)
     bounce: bool = False
+    #: with ``bounce``: the deepest host's rank k hands back only every (k+1)-th chunk of the
+    #: root's parts (chunk q by the rank at q mod (ranks − 1)), which the rank it lands on shares
+    #: with the root's host in the next step: the returning NICs then carry 1/(ranks − 1) of the
+    #: part each and the return is a fast stage, not a second network stage (ramped slices only)
+    bounce_split: bool = False
     #: scatter-allgather only: the root group keeps a piece of every part and sends it in the
     #: allgather (`scatter_allgather_events`)
     root_piece: bool = True
@@ -462,10 +467,13 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
 
     # the events of chunk 0 of every part (its first step 0): chunk q of a pipelined part
     # follows the same pattern q steps later, every chunk of a k-nomial part at once
-    template: tuple[list[int], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+    # (``residue`` r ≥ 0: an event of the chunks q with q mod ``modulus`` = r only)
+    template: tuple[list[int], ...] = ([], [], [], [], [], [])
+    others = [v for v in groups[0] if v != root]
+    modulus = len(others) if shape.bounce_split else 1
 
-    def event(j: int, step: int, src: int, dst: int, via: int = -1) -> None:
-        for col, value in zip(template, (j, step, src, dst, via)):
+    def event(j: int, step: int, src: int, dst: int, via: int = -1, residue: int = -1) -> None:
+        for col, value in zip(template, (j, step, src, dst, via, residue)):
             col.append(value)
 
     for j in range(shape.parts):
@@ -490,10 +498,19 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
             # rank at the same place in the root's host, one step after it has it
             ready = base + level[deepest]
             for k, v in enumerate(groups[0]):
-                if v != root:
-                    sender = groups[deepest][k]
-                    event(j, ready + held[j][sender] + 1, sender, v, back[j][k])
-    part, step0, src0, dst0, via0 = (np.asarray(col, dtype=np.int64) for col in template)
+                if v == root:
+                    continue
+                sender = groups[deepest][k]
+                at = ready + held[j][sender] + 1
+                if not shape.bounce_split:
+                    event(j, at, sender, v, back[j][k])
+                    continue
+                residue = others.index(v)
+                event(j, at, sender, v, back[j][k], residue)
+                for w in others:
+                    if w != v:
+                        event(j, at + 1, v, w, -1, residue)
+    part, step0, src0, dst0, via0, residue0 = (np.asarray(col, dtype=np.int64) for col in template)
     q = np.arange(c, dtype=np.int64)
     if shape.slices:
         # a ramped slice s: its chunks all follow the pattern s steps after slice 0
@@ -503,8 +520,12 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
     step = (step0[None, :] + shift[:, None]).ravel()
     chunk = (part[None, :] * c + q[:, None]).ravel()
     src, dst, via = (np.tile(col, c) for col in (src0, dst0, via0))
+    residue = np.tile(residue0, c)
+    keep = (residue < 0) | (residue == np.repeat(q % modulus, step0.size))
+    step, chunk, src, dst, via = step[keep], chunk[keep], src[keep], dst[keep], via[keep]
+    pattern = np.tile(np.arange(step0.size), c)[keep]
     # in step order; inside a step by part, chunk, then the pattern's order
-    order = np.lexsort((np.tile(np.arange(step0.size), c), chunk, step))
+    order = np.lexsort((pattern, chunk, step))
     step, src, dst, chunk, via = step[order], src[order], dst[order], chunk[order], via[order]
     cuts = np.flatnonzero(np.diff(step)) + 1
     return [
@@ -631,6 +652,8 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     }
     if shape.bounce:
         params["bounce"] = True
+    if shape.bounce_split:
+        params["bounce_split"] = True
     if shape.slices:
         params["slices"] = list(shape.slices)
     if shape.kind == "scatter-allgather" and not shape.root_piece:
@@ -702,10 +725,18 @@ def ramped_shapes(
         chunks //= 2
     if chunks < 2:
         return []
-    template = build_broadcast(topology, layout, root, replace(shape, chunks_per_part=1), None, spreads)
-    loads = stage_loads(template, topology)
-    chunk_bytes = size / (shape.parts * chunks)
-    return [replace(shape, chunks_per_part=chunks, slices=slices) for slices in ramps(loads, chunks, chunk_bytes)]
+    out = []
+    for variant in [shape, replace(shape, bounce_split=True)] if shape.bounce else [shape]:
+        # the template: one slice of one chunk per part, or, where the return is split among
+        # the root host's ranks, one slice of one chunk per returning rank (loads averaged)
+        group = len(layout.groups[0]) - 1 if variant.bounce_split else 1
+        if group > chunks:
+            continue
+        one = replace(variant, chunks_per_part=group, slices=(group,) if group > 1 else ())
+        loads = stage_loads(build_broadcast(topology, layout, root, one, None, spreads), topology, group)
+        chunk_bytes = size / (shape.parts * chunks)
+        out += [replace(variant, chunks_per_part=chunks, slices=slices) for slices in ramps(loads, chunks, chunk_bytes)]
+    return out
 
 
 def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int) -> Schedule:

@@ -53,8 +53,10 @@ class StageLoads:
     latency: np.ndarray
 
 
-def stage_loads(template: Schedule, topology: Topology) -> StageLoads:
-    """The per-(step, link) loads of ``template``, a pipeline's pattern for one chunk per part."""
+def stage_loads(template: Schedule, topology: Topology, per: int = 1) -> StageLoads:
+    """The per-(step, link) loads of ``template``, a pipeline's pattern for ``per`` chunks per
+    part moving together (the loads of one chunk are their average: a pattern that sends chunk
+    q over one of ``per`` paths by q mod ``per`` needs ``per`` of them to show its spread)."""
     paths = transfer_paths(template, topology)
     num_links = len(topology.links)
     step_of = np.repeat(np.arange(template.num_steps, dtype=np.int64), np.diff(template.step_starts))
@@ -67,7 +69,7 @@ def stage_loads(template: Schedule, topology: Topology) -> StageLoads:
     np.maximum.at(latency, inverse, paths.latency_us[entry])
     step, link = np.divmod(uniq, num_links)
     bandwidth = topology.bandwidth_array[link] * BYTES_PER_US_PER_GBPS
-    return StageLoads(template.num_steps, step, link, count / bandwidth, latency)
+    return StageLoads(template.num_steps, step, link, count / (bandwidth * per), latency)
 
 
 def ramp_lp(loads: StageLoads, slices: int, chunks: int, chunk_bytes: float) -> tuple[float, np.ndarray] | None:
