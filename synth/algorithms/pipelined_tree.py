@@ -449,9 +449,12 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
         scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, lambda *e: wave_events.append(e))
         pieces = hosts if shape.root_piece else hosts - 1
         per_wave = shape.parts * pieces
-        for w in range(shape.chunks_per_part // pieces):
+        units = shape.chunks_per_part // pieces
+        # ramped: slice s is shape.slices[s] waves' chunks moving together, s steps after slice 0
+        start = np.repeat(np.arange(len(shape.slices)), shape.slices).tolist() if shape.slices else list(range(units))
+        for w in range(units):
             for step, src, dst, chunk, *via in wave_events:
-                send(step + w, src, dst, w * per_wave + chunk, *via)
+                send(step + start[w], src, dst, w * per_wave + chunk, *via)
         return _routed_steps(events)
     # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
     network = [
@@ -698,7 +701,7 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
             if best is None or (time, schedule.num_transfers) < best[:2]:
                 best = (time, schedule.num_transfers, schedule)
             key = (layout.name, *series)
-            if shape.kind == "kary" and (key not in pipelined or time < pipelined[key][0]):
+            if shape.kind != "knomial" and (key not in pipelined or time < pipelined[key][0]):
                 pipelined[key] = (time, pipelined[key][1] if key in pipelined else len(pipelined), layout, shape)
     if best is None:
         raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
@@ -719,23 +722,29 @@ def ramped_shapes(
     slices, in whole chunks of ``RAMP_CHUNKS`` per part (or the chunks asked for). The fast
     stages of a rails pipeline (the deal and the sharing inside a host) then carry the fill in
     small steps instead of whole slices of the network's pace."""
+    # a unit: what one step of the equal pipeline moves of a part (one chunk; a wave of one
+    # piece per group for scatter-allgather)
+    unit = len(layout.groups) - (0 if shape.root_piece else 1) if shape.kind == "scatter-allgather" else 1
     chunks = requested // shape.parts if requested is not None else RAMP_CHUNKS
     ranks = sum(len(g) for g in layout.groups)
     while requested is None and chunks > 1 and (ranks - 1) * shape.parts * chunks > TRANSFER_BUDGET:
         chunks //= 2
-    if chunks < 2:
+    if requested is None:
+        chunks -= chunks % unit
+    if chunks % unit or chunks // unit < 2:
         return []
+    units = chunks // unit
     out = []
     for variant in [shape, replace(shape, bounce_split=True)] if shape.bounce else [shape]:
-        # the template: one slice of one chunk per part, or, where the return is split among
+        # the template: one slice of one unit per part, or, where the return is split among
         # the root host's ranks, one slice of one chunk per returning rank (loads averaged)
         group = len(layout.groups[0]) - 1 if variant.bounce_split else 1
-        if group > chunks:
+        if group > units:
             continue
-        one = replace(variant, chunks_per_part=group, slices=(group,) if group > 1 else ())
+        one = replace(variant, chunks_per_part=group * unit, slices=(group,) if group > 1 else ())
         loads = stage_loads(build_broadcast(topology, layout, root, one, None, spreads), topology, group)
         chunk_bytes = size / (shape.parts * chunks)
-        out += [replace(variant, chunks_per_part=chunks, slices=slices) for slices in ramps(loads, chunks, chunk_bytes)]
+        out += [replace(variant, chunks_per_part=chunks, slices=slices) for slices in ramps(loads, units, chunk_bytes)]
     return out
 
 
