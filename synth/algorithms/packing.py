@@ -127,7 +127,9 @@ def _links(channels, chans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return owner, channels.link_ids[lo[owner] + offset]
 
 
-def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks: int | None, size: int) -> Schedule:
+def _best_tree_schedule(
+    topology: Topology, kind: Kind, root: int | None, chunks: int | None, size: int, ramp: bool = True
+) -> Schedule:
     """The fastest pipelined schedule at ``size`` over the candidate trees: every (trees, chunk
     count) pair is estimated (`estimate_us`), and the few best are built and timed exactly; the
     best one's trees then get ramped slices too (`ramped`), kept only if faster still."""
@@ -146,7 +148,7 @@ def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks
         if best is None or (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule, packing)
     assert best is not None
-    for schedule in ramped(topology, channels, best[3], kind, root, chunks, size):
+    for schedule in ramped(topology, channels, best[3], kind, root, chunks, size) if ramp else []:
         time = predicted_us(schedule, topology, [size])[0]
         if (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule, best[3])
@@ -206,9 +208,9 @@ def synthesize(
     chunks = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
     router = router or router_for(topology)
 
-    def forward(chosen: int | None):
+    def forward(chosen: int | None, ramp: bool = True):
         def build(topo: Topology, coll: Collective, _router: Router) -> Schedule:
-            return _best_tree_schedule(topo, coll.kind, coll.root, chosen, at)
+            return _best_tree_schedule(topo, coll.kind, coll.root, chosen, at, ramp)
 
         return build
 
@@ -216,7 +218,10 @@ def synthesize(
         return forward(chunks)(topology, collective, router)
     if kind in (Kind.REDUCE_SCATTER, Kind.REDUCE):
         return _dual(topology, kind, collective.root, forward(chunks))
-    return _allreduce(topology, collective, router, chunks, at, forward)
+    # allreduce without ramped slices: its phases share one chunk count, and a ramp that wins a
+    # phase alone at its own count can leave the overlapped pair slower (pcie-asym 6 GPUs 1 GiB:
+    # 108.8 -> 127.2 ms)
+    return _allreduce(topology, collective, router, chunks, at, lambda chosen: forward(chosen, ramp=False))
 
 
 def _dual(topology: Topology, kind: Kind, root: int | None, build) -> Schedule:

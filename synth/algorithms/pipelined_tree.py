@@ -672,7 +672,9 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     return lower_copies(topology, collective, [step[:3] for step in steps], NAME, params, spreads.router)
 
 
-def best_broadcast(topology: Topology, root: int, requested: int | None, size: int, router: Router) -> Schedule:
+def best_broadcast(
+    topology: Topology, root: int, requested: int | None, size: int, router: Router, ramp: bool = True
+) -> Schedule:
     """The fastest candidate at ``size`` over every layout and shape (ties: fewer transfers, then
     the order tried). For the pipelined shape the chunk counts of one fan-out are tried in
     increasing order and the sweep stops after `PATIENCE` slower ones in a row (the time falls
@@ -705,7 +707,7 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
                 pipelined[key] = (time, pipelined[key][1] if key in pipelined else len(pipelined), layout, shape)
     if best is None:
         raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
-    for _, _, layout, shape in sorted(pipelined.values(), key=lambda v: v[:2])[:RAMP_SERIES]:
+    for _, _, layout, shape in sorted(pipelined.values(), key=lambda v: v[:2])[: RAMP_SERIES if ramp else 0]:
         for ramped in ramped_shapes(topology, layout, root, shape, requested, size, spreads):
             schedule = build_broadcast(topology, layout, root, ramped, size, spreads)
             time = predicted_us(schedule, topology, [size])[0]
@@ -748,10 +750,10 @@ def ramped_shapes(
     return out
 
 
-def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int) -> Schedule:
+def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int, ramp: bool = True) -> Schedule:
     """Reduce: the best broadcast of the reversed topology, run backwards with reduces."""
     reversed_topology = topology.reversed()
-    forward = best_broadcast(reversed_topology, root, requested, size, router_for(reversed_topology))
+    forward = best_broadcast(reversed_topology, root, requested, size, router_for(reversed_topology), ramp)
     params = dict(forward.params)
     params["dual_of"] = Kind.BROADCAST.value
     reduction = Collective(Kind.REDUCE, topology.num_ranks, forward.collective.num_chunks, root)
@@ -772,14 +774,23 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         return best_broadcast(topology, collective.root, requested, at, router)
     if kind is Kind.REDUCE:
         return reduce_schedule(topology, collective.root, requested, at)
-    # allreduce: reduce to rank 0, then broadcast from it, with the same chunks
-    bcast = best_broadcast(topology, 0, requested, at, router)
-    chunks = bcast.collective.num_chunks
-    red = reduce_schedule(topology, 0, chunks, at)
-    params = {"phases": ["reduce", "broadcast"], "root": 0, "reduce": dict(red.params), "broadcast": dict(bcast.params)}
-    if size is not None:
-        params["chosen_at_size"] = size
-    return concat([red, bcast], Collective(Kind.ALLREDUCE, topology.num_ranks, chunks), NAME, params)
+    # allreduce: reduce to rank 0, then broadcast from it, with the same chunks; with and without
+    # ramped slices (the broadcast's best chunk count fixes the reduce's: a ramp that wins the
+    # broadcast alone may leave the pair slower than the equal slices' count)
+    best: tuple[float, Schedule] | None = None
+    for ramp in (True, False):
+        bcast = best_broadcast(topology, 0, requested, at, router, ramp)
+        chunks = bcast.collective.num_chunks
+        red = reduce_schedule(topology, 0, chunks, at, ramp)
+        params = {"phases": ["reduce", "broadcast"], "root": 0, "reduce": dict(red.params), "broadcast": dict(bcast.params)}
+        if size is not None:
+            params["chosen_at_size"] = size
+        schedule = concat([red, bcast], Collective(Kind.ALLREDUCE, topology.num_ranks, chunks), NAME, params)
+        time = predicted_us(schedule, topology, [at])[0]
+        if best is None or time < best[0] * (1 - 1e-9):
+            best = (time, schedule)
+    assert best is not None
+    return best[1]
 
 
 METHOD = Method(
