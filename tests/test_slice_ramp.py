@@ -60,24 +60,31 @@ def test_pipelined_tree_ramp_serves_every_collective(two_boxes, kind):
     assert numeric_replay(schedule)
 
 
-def test_pipelined_tree_every_ramped_candidate_verifies(two_boxes):
+@pytest.mark.parametrize("hosts", [2, 3])
+def test_pipelined_tree_every_ramped_candidate_verifies(hosts):
     """Every ramped shape the method would time (not only the winner), with and without the
-    split return (``bounce_split``), is a valid broadcast."""
+    split return (``bounce_split``: the chain's return, and scatter-allgather's on three boxes),
+    is a valid broadcast."""
+    two_boxes = gen.multihost(hosts=hosts, gpus=4)
     router = router_for(two_boxes)
     spreads = pipelined_tree.Spreads(router)
-    tried = 0
+    tried = split = 0
     for layout in pipelined_tree.layouts(two_boxes, 0, router, spreads.finder):
         bounce = pipelined_tree.bounce_ok(layout, 0, router)
         for shape in pipelined_tree.shapes(layout, None, bounce=bounce):
-            if shape.kind == "knomial" or shape.chunks_per_part != 4:
+            if shape.kind == "knomial" or shape.chunks_per_part not in (4, hosts - 1):
                 continue
             for ramped in pipelined_tree.ramped_shapes(two_boxes, layout, 0, shape, None, GIB, spreads):
                 schedule = pipelined_tree.build_broadcast(two_boxes, layout, 0, ramped, GIB, spreads)
-                assert sum(ramped.slices) * ramped.parts == schedule.collective.num_chunks
+                # a slice is whole chunks (scatter-allgather: whole waves of one piece per group)
+                unit = ramped.chunks_per_part // sum(ramped.slices)
+                assert unit in ((1,) if ramped.kind == "kary" else (hosts, hosts - 1))
+                assert sum(ramped.slices) * unit * ramped.parts == schedule.collective.num_chunks
                 assert verify(schedule, two_boxes).ok
                 assert numeric_replay(schedule)
                 tried += 1
-    assert tried >= 4
+                split += ramped.bounce_split
+    assert tried >= 4 and split >= 1
 
 
 def test_pipelined_tree_ramp_is_faster_than_equal_slices_on_two_boxes(builtin, monkeypatch):

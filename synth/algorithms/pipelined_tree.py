@@ -105,7 +105,8 @@ SLOW = 0.75
 SPLIT_PARTS = 4
 #: no candidate beyond this many logical transfers
 TRANSFER_BUDGET = 400_000
-#: the fastest pipelined series (layout, fan-out, parts, deal) that also get ramped slices
+#: the fastest pipelined series (layout, fan-out, parts, deal) of each pipelined kind (kary,
+#: scatter-allgather) that also get ramped slices
 RAMP_SERIES = 3
 #: chunks per part of a ramped candidate (fewer where `TRANSFER_BUDGET` asks): fine enough that
 #: the first slices of a ramp can be a small share of the middle ones
@@ -446,15 +447,20 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
     if shape.kind == "scatter-allgather":
         # one wave's events, chosen once; wave w repeats them w steps later on its own chunks
         wave_events: list[tuple[int, ...]] = []
-        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, lambda *e: wave_events.append(e))
+        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, lambda *e: wave_events.append(e), root)
         pieces = hosts if shape.root_piece else hosts - 1
         per_wave = shape.parts * pieces
         units = shape.chunks_per_part // pieces
         # ramped: slice s is shape.slices[s] waves' chunks moving together, s steps after slice 0
         start = np.repeat(np.arange(len(shape.slices)), shape.slices).tolist() if shape.slices else list(range(units))
+        returns = split_return_events(shape, groups, root, rails, trees, deal_steps, balancer) if shape.bounce_split else []
+        modulus = max(1, len(groups[0]) - 1)
         for w in range(units):
             for step, src, dst, chunk, *via in wave_events:
                 send(step + start[w], src, dst, w * per_wave + chunk, *via)
+            for step, src, dst, chunk, via, piece, residue in returns:
+                if (w * pieces + piece) % modulus == residue:
+                    send(step + start[w], src, dst, w * per_wave + chunk, via)
         return _routed_steps(events)
     # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
     network = [
@@ -559,7 +565,38 @@ def _routed_steps(events: dict[int, tuple[list[int], list[int], list[int], list[
     return steps
 
 
-def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: int, balancer: RouteBalancer, send) -> None:
+def split_return_events(
+    shape: Shape, groups, root: int, rails, trees, deal_steps: int, balancer: RouteBalancer
+) -> list[tuple[int, int, int, int, int, int, int]]:
+    """``scatter-allgather`` without the root group's piece, ``bounce_split``: the root group's
+    ranks get the root's own part back from the other groups instead of from the root, whose
+    links then only deal. Piece g of the root's part sits in group g + 1 after the scatter and is
+    shared there; its rank at the place of the root group's rank v hands it to v over its NIC one
+    step after it has it, and v shares it with the root group's other ranks in the next step.
+    Which v takes a chunk goes round the root group's ranks (the wave loop keeps an event where
+    (wave · pieces + g) mod (ranks − 1) is its residue), so every returning NIC carries a share.
+    Events: (step, src, dst, chunk of the wave, via, piece g, residue)."""
+    out: list[tuple[int, int, int, int, int, int, int]] = []
+    pieces = len(groups) - 1
+    others = [v for v in groups[0] if v != root]
+    scatter = deal_steps
+    for j in range(shape.parts):
+        if rails[0][j] != root:
+            continue
+        for g in range(pieces):
+            h = g + 1
+            held = {rails[h][j]: 0, **{dst: depth for depth, _, dst in trees[h][j]}}
+            for residue, v in enumerate(others):
+                sender = groups[h][groups[0].index(v)]
+                at = scatter + held[sender] + 1
+                out.append((at, sender, v, j * pieces + g, balancer.choose(sender, v), g, residue))
+                out += [(at + 1, v, w, j * pieces + g, -1, g, residue) for w in others if w != v]
+    return out
+
+
+def scatter_allgather_events(
+    shape: Shape, rails, trees, dealing, deal_steps: int, balancer: RouteBalancer, send, root: int = -1
+) -> None:
     """One wave of the ``scatter-allgather`` shape (van de Geijn's broadcast, run on every rail
     at once): part j is cut into one piece per group (chunk j·P + q, P pieces per part); after the
     deal, the root group's carrier j sends piece q to its group's carrier j in one network step
@@ -582,7 +619,9 @@ def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: in
     scatter = deal_steps
     base = deal_steps - 1
     for j in range(shape.parts):
-        for q in range(pieces):
+        # (the root's own part comes back from the other groups with `split_return_events`)
+        returned = shape.bounce_split and rails[0][j] == root
+        for q in range(pieces) if not returned else []:
             for depth, src, dst in trees[0][j]:
                 send(base + depth, src, dst, j * pieces + q)
         for h in range(1, hosts):
@@ -656,7 +695,7 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     if shape.bounce:
         params["bounce"] = True
     if shape.bounce_split:
-        params["bounce_split"] = True
+        params["bounce_split"] = True  # (scatter-allgather: the root's part returns split, `split_return_events`)
     if shape.slices:
         params["slices"] = list(shape.slices)
     if shape.kind == "scatter-allgather" and not shape.root_piece:
@@ -679,7 +718,7 @@ def best_broadcast(
     the order tried). For the pipelined shape the chunk counts of one fan-out are tried in
     increasing order and the sweep stops after `PATIENCE` slower ones in a row (the time falls
     while the fill dominates and rises once the latencies of the extra steps do). The `RAMP_SERIES`
-    fastest pipelined series then get ramped slices too (`ramped_shapes`): candidates beside the
+    fastest series of each pipelined kind then get ramped slices too (`ramped_shapes`): candidates beside the
     equal slices, so the fastest still wins."""
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
@@ -707,7 +746,9 @@ def best_broadcast(
                 pipelined[key] = (time, pipelined[key][1] if key in pipelined else len(pipelined), layout, shape)
     if best is None:
         raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
-    for _, _, layout, shape in sorted(pipelined.values(), key=lambda v: v[:2])[: RAMP_SERIES if ramp else 0]:
+    ranked = sorted(pipelined.values(), key=lambda v: v[:2])
+    chosen = [v for kind in ("kary", "scatter-allgather") for v in [v for v in ranked if v[3].kind == kind][:RAMP_SERIES]]
+    for _, _, layout, shape in sorted(chosen, key=lambda v: v[:2]) if ramp else []:
         for ramped in ramped_shapes(topology, layout, root, shape, requested, size, spreads):
             schedule = build_broadcast(topology, layout, root, ramped, size, spreads)
             time = predicted_us(schedule, topology, [size])[0]
@@ -736,8 +777,11 @@ def ramped_shapes(
     if chunks % unit or chunks // unit < 2:
         return []
     units = chunks // unit
+    variants = [shape]
+    if shape.bounce or (shape.kind == "scatter-allgather" and not shape.root_piece and bounce_ok(layout, root, spreads.router)):
+        variants.append(replace(shape, bounce_split=True))
     out = []
-    for variant in [shape, replace(shape, bounce_split=True)] if shape.bounce else [shape]:
+    for variant in variants:
         # the template: one slice of one unit per part, or, where the return is split among
         # the root host's ranks, one slice of one chunk per returning rank (loads averaged)
         group = len(layout.groups[0]) - 1 if variant.bounce_split else 1
