@@ -61,18 +61,20 @@ def test_pipelined_tree_ramp_serves_every_collective(two_boxes, kind):
 
 
 @pytest.mark.parametrize("hosts", [2, 3])
-def test_pipelined_tree_every_ramped_candidate_verifies(hosts):
+def test_pipelined_tree_every_ramped_candidate_verifies(hosts, monkeypatch):
     """Every ramped shape the method would time (not only the winner), with and without the
     split return (``bounce_split``: the chain's return, and scatter-allgather's on three boxes),
     is a valid broadcast."""
     two_boxes = gen.multihost(hosts=hosts, gpus=4)
+    monkeypatch.setattr(pipelined_tree, "RAMP_CHUNKS", 60)  # small schedules: the pattern is the point
     router = router_for(two_boxes)
     spreads = pipelined_tree.Spreads(router)
     tried = split = 0
     for layout in pipelined_tree.layouts(two_boxes, 0, router, spreads.finder):
         bounce = pipelined_tree.bounce_ok(layout, 0, router)
         for shape in pipelined_tree.shapes(layout, None, bounce=bounce):
-            if shape.kind == "knomial" or shape.chunks_per_part not in (4, hosts - 1):
+            # one chunk count and the most parts per series (each series' ramps are the same then)
+            if shape.kind == "knomial" or shape.chunks_per_part not in (4, hosts - 1) or shape.parts != layout.max_parts:
                 continue
             for ramped in pipelined_tree.ramped_shapes(two_boxes, layout, 0, shape, None, GIB, spreads):
                 schedule = pipelined_tree.build_broadcast(two_boxes, layout, 0, ramped, GIB, spreads)
@@ -131,26 +133,27 @@ def test_packing_ramped_candidates_verify(two_boxes, kind):
 
 
 def test_ramp_lp_is_the_step_time_of_its_slices(two_boxes):
-    """The LP's optimum is the step-synchronous time of its (continuous) slices: with slices that
-    come out whole, the schedule built from them takes exactly that long."""
+    """The LP's optimum is the step-synchronous time of its (continuous) slices, so no whole
+    slicing beats it, and the whole-chunk MIP's value is exactly the time of the schedule built
+    from its slices."""
     channels = channels_for(two_boxes)
     trees = packings(two_boxes, Kind.BROADCAST, 0)[0]
     k = sum(c.multiplicity for c in trees.classes)
-    template = tree_schedule(two_boxes, channels, trees, Collective(Kind.BROADCAST, two_boxes.num_ranks, k, 0), packing.NAME, {})
+    r = two_boxes.num_ranks
+    template = tree_schedule(two_boxes, channels, trees, Collective(Kind.BROADCAST, r, k, 0), packing.NAME, {})
     loads = stage_loads(template, two_boxes)
     rounds = 64
     chunk_bytes = GIB / (k * rounds)
-    best = ramps(loads, rounds, chunk_bytes, keep=1)
-    assert best
-    solved = ramp_lp(loads, len(best[0]), rounds, chunk_bytes)
-    assert solved is not None
-    optimum, sizes = solved
-    schedule = tree_schedule(
-        two_boxes, channels, trees, Collective(Kind.BROADCAST, two_boxes.num_ranks, k * rounds, 0), packing.NAME, {}, best[0]
-    )
-    time = predicted_us(schedule, two_boxes, [GIB])[0]
-    # the LP is the step model itself: no whole slicing beats its optimum, and rounding to whole
-    # rounds costs little
-    assert time >= optimum * (1 - 1e-6)
-    assert time <= optimum * 1.05
-    assert sizes.min() >= 1 - 1e-9 and abs(sizes.sum() - rounds) < 1e-6
+    whole = Collective(Kind.BROADCAST, r, k * rounds, 0)
+    for slices in (4, 8, 16):
+        solved = ramp_lp(loads, slices, rounds, chunk_bytes)
+        exact = ramp_lp(loads, slices, rounds, chunk_bytes, whole=True)
+        assert solved is not None and exact is not None
+        optimum, sizes = solved
+        assert sizes.min() >= 1 - 1e-9 and abs(sizes.sum() - rounds) < 1e-6
+        rounded = tree_schedule(two_boxes, channels, trees, whole, packing.NAME, {}, whole_slices(sizes, rounds))
+        assert predicted_us(rounded, two_boxes, [GIB])[0] >= optimum * (1 - 1e-6)
+        mip = tuple(int(x) for x in exact[1])
+        assert sum(mip) == rounds and min(mip) >= 1 and exact[0] >= optimum * (1 - 1e-6)
+        built = tree_schedule(two_boxes, channels, trees, whole, packing.NAME, {}, mip)
+        assert predicted_us(built, two_boxes, [GIB])[0] == pytest.approx(exact[0], rel=1e-6)
