@@ -12,7 +12,7 @@ from synth import generators as gen
 from synth.algorithms import packing, pipelined_tree
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
-from synth.algorithms.engines.slice_ramp import ramp_lp, ramps, stage_loads, whole_slices
+from synth.algorithms.engines.slice_ramp import ramp_lp, stage_loads, whole_slices
 from synth.algorithms.engines.tree_packing import packings
 from synth.algorithms.engines.tree_pipeline import tree_schedule
 from synth.collective import Collective, Kind
