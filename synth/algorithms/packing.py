@@ -50,7 +50,7 @@ EXACT_CANDIDATES = 4
 TRANSFER_BUDGET = 3_000_000
 #: rounds (one step's chunks of the equal pipeline) of a ramped candidate: fine enough that the
 #: first slices of a ramp are a small share of the middle ones
-RAMP_ROUNDS = 256
+RAMP_ROUNDS = 1024
 COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.REDUCE, Kind.ALLREDUCE})
 
 

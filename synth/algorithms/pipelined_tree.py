@@ -110,7 +110,7 @@ TRANSFER_BUDGET = 400_000
 RAMP_SERIES = 3
 #: chunks per part of a ramped candidate (fewer where `TRANSFER_BUDGET` asks): fine enough that
 #: the first slices of a ramp can be a small share of the middle ones
-RAMP_CHUNKS = 512
+RAMP_CHUNKS = 2048
 
 
 @dataclass(frozen=True)
