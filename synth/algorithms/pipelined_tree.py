@@ -55,6 +55,14 @@ cost') says is fastest:
   instead of (H − 1)/H of it twice, which is what the pipeline's steady state needs where they
   are the bottleneck (one NIC per host: random-multihost-1 at 1 MiB 189.5 → 163.9 µs).
 
+- Ramped slices (`synth.algorithms.engines.slice_ramp`, ``slices``): for the fastest ``kary`` and
+  ``scatter-allgather`` series, slices of unequal whole chunks (waves), sized by an LP over the
+  step model, slice s entering the pattern in step s: where the stages around the network (the
+  deal, the sharing inside hosts) are faster than it, slices grow while the fast stage keeps up
+  and shrink at the end, so the fill is paid at the fast stages' speed. A second slow stage would
+  spoil that, so the root's part then returns split (``bounce_split``: each rank of the far host
+  returns a share of its chunks, the rank it lands on shares them inside the root's host).
+
 The candidates (shape, fan-out, parts, chunks per part) are built and timed at the size
 (`synth.algorithms.engines.size_tuning`); the fastest is kept and its choice recorded in the
 schedule's params with ``chosen_at_size``. Pairs of ranks without a switch route are relayed
