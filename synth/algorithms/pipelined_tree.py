@@ -136,8 +136,8 @@ class Shape:
     #: the parts the root carries itself come back to the root's host from the deepest host
     #: over its idle NICs instead of being shared by the root over its host links (`bounce_ok`)
     bounce: bool = False
-    #: with ``bounce``: the deepest host's rank k hands back only every (k+1)-th chunk of the
-    #: root's parts (chunk q by the rank at q mod (ranks − 1)), which the rank it lands on shares
+    #: with ``bounce``: the deepest host's ranks hand back the root's parts split by chunk (chunk
+    #: q by the rank at place q mod (ranks − 1) of the root's host), which the rank it lands on shares
     #: with the root's host in the next step: the returning NICs then carry 1/(ranks − 1) of the
     #: part each and the return is a fast stage, not a second network stage (ramped slices only)
     bounce_split: bool = False
@@ -812,6 +812,36 @@ def reduce_schedule(topology: Topology, root: int, requested: int | None, size: 
     return dual_reduction(forward, reduction, NAME, params)
 
 
+def mirrored_reduce(topology: Topology, root: int, params: dict, size: int) -> Schedule | None:
+    """The reduce whose forward broadcast is the broadcast of ``params`` (its layout by name and
+    its shape) built on the reversed topology, run backwards with reduces; None where that layout
+    or shape does not exist there."""
+    reversed_topology = topology.reversed()
+    spreads = Spreads(router_for(reversed_topology))
+    found = [lay for lay in layouts(reversed_topology, root, spreads.router, spreads.finder) if lay.name == params["layout"]]
+    if not found:
+        return None
+    layout = found[0]
+    shape = Shape(
+        kind=params["shape"],
+        fanout=params["fanout"],
+        parts=params["parts"],
+        chunks_per_part=params["chunks_per_part"],
+        deal=params["deal"],
+        bounce=bool(params.get("bounce")),
+        bounce_split=bool(params.get("bounce_split")),
+        root_piece=params.get("root_piece", True),
+        slices=tuple(params.get("slices", ())),
+    )
+    if shape.parts > layout.max_parts * max(layout.ports, layout.split) or (
+        (shape.bounce or shape.bounce_split) and not bounce_ok(layout, root, spreads.router)
+    ):
+        return None
+    forward = build_broadcast(reversed_topology, layout, root, shape, size, spreads)
+    reduction = Collective(Kind.REDUCE, topology.num_ranks, forward.collective.num_chunks, root)
+    return dual_reduction(forward, reduction, NAME, {**forward.params, "dual_of": Kind.BROADCAST.value})
+
+
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
     """Tree schedule for ``collective`` (see the module docstring; ``requested_chunks`` None lets
     it choose the chunk count for ``size``)."""
@@ -832,8 +862,12 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     best: tuple[float, Schedule] | None = None
     for ramp in (True, False):
         bcast = best_broadcast(topology, 0, requested, at, router, ramp)
+        if ramp and not bcast.params.get("slices"):
+            continue  # no ramp won: the pass without ramps builds the same
         chunks = bcast.collective.num_chunks
-        red = reduce_schedule(topology, 0, chunks, at, ramp)
+        # a ramped broadcast's reduce is its own shape on the reversed machine (a sweep of every
+        # shape at the ramp's fine chunk count would cost seconds), else the best one there
+        red = (mirrored_reduce(topology, 0, bcast.params, at) if ramp else None) or reduce_schedule(topology, 0, chunks, at, ramp)
         params = {"phases": ["reduce", "broadcast"], "root": 0, "reduce": dict(red.params), "broadcast": dict(bcast.params)}
         if size is not None:
             params["chosen_at_size"] = size
