@@ -29,6 +29,7 @@ import numpy as np
 from synth.algorithms.engines.composition import aligned_overlap
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
+from synth.algorithms.engines.slice_ramp import ramps, stage_loads
 from synth.algorithms.engines.tree_packing import Packing, disjoint, shallow
 from synth.algorithms.engines.tree_packing import packings as tree_packings
 from synth.algorithms.engines.tree_pipeline import chunk_shares, tree_schedule
@@ -47,6 +48,9 @@ REFERENCE_SIZE = 1 << 30
 EXACT_CANDIDATES = 4
 #: chunk counts are not tried beyond schedules of this many transfers
 TRANSFER_BUDGET = 3_000_000
+#: rounds (one step's chunks of the equal pipeline) of a ramped candidate: fine enough that the
+#: first slices of a ramp are a small share of the middle ones
+RAMP_ROUNDS = 1024
 COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.REDUCE, Kind.ALLREDUCE})
 
 
@@ -123,9 +127,12 @@ def _links(channels, chans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return owner, channels.link_ids[lo[owner] + offset]
 
 
-def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks: int | None, size: int) -> Schedule:
+def _best_tree_schedule(
+    topology: Topology, kind: Kind, root: int | None, chunks: int | None, size: int, ramp: bool = True
+) -> Schedule:
     """The fastest pipelined schedule at ``size`` over the candidate trees: every (trees, chunk
-    count) pair is estimated (`estimate_us`), and the few best are built and timed exactly."""
+    count) pair is estimated (`estimate_us`), and the few best are built and timed exactly; the
+    best one's trees then get ramped slices too (`ramped`), kept only if faster still."""
     channels = channels_for(topology)
     r = topology.num_ranks
     options = []
@@ -133,15 +140,56 @@ def _best_tree_schedule(topology: Topology, kind: Kind, root: int | None, chunks
         counts = [chunks] if chunks is not None else chunk_counts(packing, kind, r)
         options += [(estimate_us(topology, channels, packing, kind, c, size), i, packing, c) for i, c in enumerate(counts)]
     options.sort(key=lambda o: (o[0], o[1]))
-    best: tuple[float, int, Schedule] | None = None
+    best: tuple[float, int, Schedule, Packing] | None = None
     for _, _, packing, count in options[:EXACT_CANDIDATES]:
         collective = Collective(kind, r, count, root)
         schedule = tree_schedule(topology, channels, packing, collective, NAME, _params(packing, size, collective))
         time = predicted_us(schedule, topology, [size])[0]
         if best is None or (time, schedule.num_transfers) < best[:2]:
-            best = (time, schedule.num_transfers, schedule)
+            best = (time, schedule.num_transfers, schedule, packing)
     assert best is not None
+    for schedule in ramped(topology, channels, best[3], kind, root, chunks, size) if ramp else []:
+        time = predicted_us(schedule, topology, [size])[0]
+        if (time, schedule.num_transfers) < best[:2]:
+            best = (time, schedule.num_transfers, schedule, best[3])
     return best[2]
+
+
+def ramped(
+    topology: Topology, channels, packing: Packing, kind: Kind, root: int | None, chunks: int | None, size: int
+) -> list[Schedule]:
+    """The packing's pipelined schedules with ramped slices (`synth.algorithms.engines.slice_ramp`):
+    the trees' pattern for one round (μ chunks per class) is the template, an LP over its per-step
+    link loads sizes the slices in whole rounds of `RAMP_ROUNDS` (fewer where `TRANSFER_BUDGET`
+    asks; the rounds of the chunks asked for, if any). Where the trees' first and last arcs are
+    faster than their bottleneck (the NVSwitch deal and sharing around a box's NICs), the fill
+    and drain shrink to a few short steps. Only where every root's classes hold the same μ total
+    (the round is then the same for all roots)."""
+    r = topology.num_ranks
+    per_round = {sum(c.multiplicity for c in packing.classes if c.root == x) for x in packing.roots}
+    if len(per_round) != 1:
+        return []
+    k = per_round.pop()
+    per_chunk = (r - 1) * (r if kind is Kind.ALLGATHER else 1)
+    if chunks is not None:
+        if chunks % k:
+            return []
+        rounds = chunks // k
+    else:
+        rounds = RAMP_ROUNDS
+        while rounds > 1 and per_chunk * k * rounds > TRANSFER_BUDGET:
+            rounds //= 2
+    if rounds < 2:
+        return []
+    template = tree_schedule(topology, channels, packing, Collective(kind, r, k, root), NAME, {})
+    loads = stage_loads(template, topology)
+    chunk_bytes = size / (k * rounds * (r if kind is Kind.ALLGATHER else 1))
+    collective = Collective(kind, r, k * rounds, root)
+    out = []
+    for slices in ramps(loads, rounds, chunk_bytes):
+        params = {**_params(packing, size, collective), "slices": list(slices)}
+        out.append(tree_schedule(topology, channels, packing, collective, NAME, params, slices))
+    return out
 
 
 def synthesize(
@@ -160,9 +208,9 @@ def synthesize(
     chunks = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
     router = router or router_for(topology)
 
-    def forward(chosen: int | None):
+    def forward(chosen: int | None, ramp: bool = True):
         def build(topo: Topology, coll: Collective, _router: Router) -> Schedule:
-            return _best_tree_schedule(topo, coll.kind, coll.root, chosen, at)
+            return _best_tree_schedule(topo, coll.kind, coll.root, chosen, at, ramp)
 
         return build
 
@@ -170,7 +218,10 @@ def synthesize(
         return forward(chunks)(topology, collective, router)
     if kind in (Kind.REDUCE_SCATTER, Kind.REDUCE):
         return _dual(topology, kind, collective.root, forward(chunks))
-    return _allreduce(topology, collective, router, chunks, at, forward)
+    # allreduce without ramped slices: its phases share one chunk count, and a ramp that wins a
+    # phase alone at its own count can leave the overlapped pair slower (pcie-asym 6 GPUs 1 GiB:
+    # 108.8 -> 127.2 ms)
+    return _allreduce(topology, collective, router, chunks, at, lambda chosen: forward(chosen, ramp=False))
 
 
 def _dual(topology: Topology, kind: Kind, root: int | None, build) -> Schedule:

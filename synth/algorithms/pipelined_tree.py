@@ -55,6 +55,14 @@ cost') says is fastest:
   instead of (H − 1)/H of it twice, which is what the pipeline's steady state needs where they
   are the bottleneck (one NIC per host: random-multihost-1 at 1 MiB 189.5 → 163.9 µs).
 
+- Ramped slices (`synth.algorithms.engines.slice_ramp`, ``slices``): for the fastest ``kary`` and
+  ``scatter-allgather`` series, slices of unequal whole chunks (waves), sized by an LP over the
+  step model, slice s entering the pattern in step s: where the stages around the network (the
+  deal, the sharing inside hosts) are faster than it, slices grow while the fast stage keeps up
+  and shrink at the end, so the fill is paid at the fast stages' speed. A second slow stage would
+  spoil that, so the root's part then returns split (``bounce_split``: each rank of the far host
+  returns a share of its chunks, the rank it lands on shares them inside the root's host).
+
 The candidates (shape, fan-out, parts, chunks per part) are built and timed at the size
 (`synth.algorithms.engines.size_tuning`); the fastest is kept and its choice recorded in the
 schedule's params with ``chosen_at_size``. Pairs of ranks without a switch route are relayed
@@ -67,7 +75,7 @@ Options: ``size`` (bytes, default 1 MiB): the size the shape and chunk count are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -76,6 +84,7 @@ from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.path_channels import components
 from synth.algorithms.engines.rail_routes import PathFinder, RouteBalancer, RoutedStep, lower_routed
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
+from synth.algorithms.engines.slice_ramp import ramps, stage_loads
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, one_chunk
@@ -104,6 +113,12 @@ SLOW = 0.75
 SPLIT_PARTS = 4
 #: no candidate beyond this many logical transfers
 TRANSFER_BUDGET = 400_000
+#: the fastest pipelined series (layout, fan-out, parts, deal) of each pipelined kind (kary,
+#: scatter-allgather) that also get ramped slices
+RAMP_SERIES = 3
+#: chunks per part of a ramped candidate (fewer where `TRANSFER_BUDGET` asks): fine enough that
+#: the first slices of a ramp can be a small share of the middle ones
+RAMP_CHUNKS = 2048
 
 
 @dataclass(frozen=True)
@@ -121,9 +136,17 @@ class Shape:
     #: the parts the root carries itself come back to the root's host from the deepest host
     #: over its idle NICs instead of being shared by the root over its host links (`bounce_ok`)
     bounce: bool = False
+    #: with ``bounce``: the deepest host's ranks hand back the root's parts split by chunk (chunk
+    #: q by the rank at place q mod (ranks − 1) of the root's host), which the rank it lands on shares
+    #: with the root's host in the next step: the returning NICs then carry 1/(ranks − 1) of the
+    #: part each and the return is a fast stage, not a second network stage (ramped slices only)
+    bounce_split: bool = False
     #: scatter-allgather only: the root group keeps a piece of every part and sends it in the
     #: allgather (`scatter_allgather_events`)
     root_piece: bool = True
+    #: kary only: ramped slices (`synth.algorithms.engines.slice_ramp`), the chunks of each part
+    #: that move together, slice s starting s steps after slice 0; () is one chunk per step
+    slices: tuple[int, ...] = ()
 
     @property
     def num_chunks(self) -> int:
@@ -432,12 +455,20 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
     if shape.kind == "scatter-allgather":
         # one wave's events, chosen once; wave w repeats them w steps later on its own chunks
         wave_events: list[tuple[int, ...]] = []
-        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, lambda *e: wave_events.append(e))
+        scatter_allgather_events(shape, rails, trees, dealing, deal_steps, balancer, lambda *e: wave_events.append(e), root)
         pieces = hosts if shape.root_piece else hosts - 1
         per_wave = shape.parts * pieces
-        for w in range(shape.chunks_per_part // pieces):
+        units = shape.chunks_per_part // pieces
+        # ramped: slice s is shape.slices[s] waves' chunks moving together, s steps after slice 0
+        start = np.repeat(np.arange(len(shape.slices)), shape.slices).tolist() if shape.slices else list(range(units))
+        returns = split_return_events(shape, groups, root, rails, trees, deal_steps, balancer) if shape.bounce_split else []
+        modulus = max(1, len(groups[0]) - 1)
+        for w in range(units):
             for step, src, dst, chunk, *via in wave_events:
-                send(step + w, src, dst, w * per_wave + chunk, *via)
+                send(step + start[w], src, dst, w * per_wave + chunk, *via)
+            for step, src, dst, chunk, via, piece, residue in returns:
+                if (w * pieces + piece) % modulus == residue:
+                    send(step + start[w], src, dst, w * per_wave + chunk, via)
         return _routed_steps(events)
     # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
     network = [
@@ -453,10 +484,13 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
 
     # the events of chunk 0 of every part (its first step 0): chunk q of a pipelined part
     # follows the same pattern q steps later, every chunk of a k-nomial part at once
-    template: tuple[list[int], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+    # (``residue`` r ≥ 0: an event of the chunks q with q mod ``modulus`` = r only)
+    template: tuple[list[int], ...] = ([], [], [], [], [], [])
+    others = [v for v in groups[0] if v != root]
+    modulus = len(others) if shape.bounce_split else 1
 
-    def event(j: int, step: int, src: int, dst: int, via: int = -1) -> None:
-        for col, value in zip(template, (j, step, src, dst, via)):
+    def event(j: int, step: int, src: int, dst: int, via: int = -1, residue: int = -1) -> None:
+        for col, value in zip(template, (j, step, src, dst, via, residue)):
             col.append(value)
 
     for j in range(shape.parts):
@@ -481,17 +515,34 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
             # rank at the same place in the root's host, one step after it has it
             ready = base + level[deepest]
             for k, v in enumerate(groups[0]):
-                if v != root:
-                    sender = groups[deepest][k]
-                    event(j, ready + held[j][sender] + 1, sender, v, back[j][k])
-    part, step0, src0, dst0, via0 = (np.asarray(col, dtype=np.int64) for col in template)
+                if v == root:
+                    continue
+                sender = groups[deepest][k]
+                at = ready + held[j][sender] + 1
+                if not shape.bounce_split:
+                    event(j, at, sender, v, back[j][k])
+                    continue
+                residue = others.index(v)
+                event(j, at, sender, v, back[j][k], residue)
+                for w in others:
+                    if w != v:
+                        event(j, at + 1, v, w, -1, residue)
+    part, step0, src0, dst0, via0, residue0 = (np.asarray(col, dtype=np.int64) for col in template)
     q = np.arange(c, dtype=np.int64)
-    shift = q if shape.kind == "kary" else np.zeros(c, dtype=np.int64)
+    if shape.slices:
+        # a ramped slice s: its chunks all follow the pattern s steps after slice 0
+        shift = np.repeat(np.arange(len(shape.slices), dtype=np.int64), shape.slices)
+    else:
+        shift = q if shape.kind == "kary" else np.zeros(c, dtype=np.int64)
     step = (step0[None, :] + shift[:, None]).ravel()
     chunk = (part[None, :] * c + q[:, None]).ravel()
     src, dst, via = (np.tile(col, c) for col in (src0, dst0, via0))
+    residue = np.tile(residue0, c)
+    keep = (residue < 0) | (residue == np.repeat(q % modulus, step0.size))
+    step, chunk, src, dst, via = step[keep], chunk[keep], src[keep], dst[keep], via[keep]
+    pattern = np.tile(np.arange(step0.size), c)[keep]
     # in step order; inside a step by part, chunk, then the pattern's order
-    order = np.lexsort((np.tile(np.arange(step0.size), c), chunk, step))
+    order = np.lexsort((pattern, chunk, step))
     step, src, dst, chunk, via = step[order], src[order], dst[order], chunk[order], via[order]
     cuts = np.flatnonzero(np.diff(step)) + 1
     return [
@@ -522,7 +573,38 @@ def _routed_steps(events: dict[int, tuple[list[int], list[int], list[int], list[
     return steps
 
 
-def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: int, balancer: RouteBalancer, send) -> None:
+def split_return_events(
+    shape: Shape, groups, root: int, rails, trees, deal_steps: int, balancer: RouteBalancer
+) -> list[tuple[int, int, int, int, int, int, int]]:
+    """``scatter-allgather`` without the root group's piece, ``bounce_split``: the root group's
+    ranks get the root's own part back from the other groups instead of from the root, whose
+    links then only deal. Piece g of the root's part sits in group g + 1 after the scatter and is
+    shared there; its rank at the place of the root group's rank v hands it to v over its NIC one
+    step after it has it, and v shares it with the root group's other ranks in the next step.
+    Which v takes a chunk goes round the root group's ranks (the wave loop keeps an event where
+    (wave · pieces + g) mod (ranks − 1) is its residue), so every returning NIC carries a share.
+    Events: (step, src, dst, chunk of the wave, via, piece g, residue)."""
+    out: list[tuple[int, int, int, int, int, int, int]] = []
+    pieces = len(groups) - 1
+    others = [v for v in groups[0] if v != root]
+    scatter = deal_steps
+    for j in range(shape.parts):
+        if rails[0][j] != root:
+            continue
+        for g in range(pieces):
+            h = g + 1
+            held = {rails[h][j]: 0, **{dst: depth for depth, _, dst in trees[h][j]}}
+            for residue, v in enumerate(others):
+                sender = groups[h][groups[0].index(v)]
+                at = scatter + held[sender] + 1
+                out.append((at, sender, v, j * pieces + g, balancer.choose(sender, v), g, residue))
+                out += [(at + 1, v, w, j * pieces + g, -1, g, residue) for w in others if w != v]
+    return out
+
+
+def scatter_allgather_events(
+    shape: Shape, rails, trees, dealing, deal_steps: int, balancer: RouteBalancer, send, root: int = -1
+) -> None:
     """One wave of the ``scatter-allgather`` shape (van de Geijn's broadcast, run on every rail
     at once): part j is cut into one piece per group (chunk j·P + q, P pieces per part); after the
     deal, the root group's carrier j sends piece q to its group's carrier j in one network step
@@ -545,7 +627,9 @@ def scatter_allgather_events(shape: Shape, rails, trees, dealing, deal_steps: in
     scatter = deal_steps
     base = deal_steps - 1
     for j in range(shape.parts):
-        for q in range(pieces):
+        # (the root's own part comes back from the other groups with `split_return_events`)
+        returned = shape.bounce_split and rails[0][j] == root
+        for q in range(pieces) if not returned else []:
             for depth, src, dst in trees[0][j]:
                 send(base + depth, src, dst, j * pieces + q)
         for h in range(1, hosts):
@@ -618,6 +702,10 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     }
     if shape.bounce:
         params["bounce"] = True
+    if shape.bounce_split:
+        params["bounce_split"] = True  # (scatter-allgather: the root's part returns split, `split_return_events`)
+    if shape.slices:
+        params["slices"] = list(shape.slices)
     if shape.kind == "scatter-allgather" and not shape.root_piece:
         params["root_piece"] = False
     if size is not None:
@@ -631,13 +719,19 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
     return lower_copies(topology, collective, [step[:3] for step in steps], NAME, params, spreads.router)
 
 
-def best_broadcast(topology: Topology, root: int, requested: int | None, size: int, router: Router) -> Schedule:
+def best_broadcast(
+    topology: Topology, root: int, requested: int | None, size: int, router: Router, ramp: bool = True
+) -> Schedule:
     """The fastest candidate at ``size`` over every layout and shape (ties: fewer transfers, then
     the order tried). For the pipelined shape the chunk counts of one fan-out are tried in
     increasing order and the sweep stops after `PATIENCE` slower ones in a row (the time falls
-    while the fill dominates and rises once the latencies of the extra steps do)."""
+    while the fill dominates and rises once the latencies of the extra steps do). The `RAMP_SERIES`
+    fastest series of each pipelined kind then get ramped slices too (`ramped_shapes`): candidates beside the
+    equal slices, so the fastest still wins."""
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
+    #: the fastest time of every pipelined (kary) series: (time, order found, layout, shape)
+    pipelined: dict[tuple, tuple[float, int, Layout, Shape]] = {}
     for layout in layouts(topology, root, router, spreads.finder):
         previous: tuple | None = None
         last, worse = None, 0
@@ -655,19 +749,97 @@ def best_broadcast(topology: Topology, root: int, requested: int | None, size: i
             last = time
             if best is None or (time, schedule.num_transfers) < best[:2]:
                 best = (time, schedule.num_transfers, schedule)
+            key = (layout.name, *series)
+            if shape.kind != "knomial" and (key not in pipelined or time < pipelined[key][0]):
+                pipelined[key] = (time, pipelined[key][1] if key in pipelined else len(pipelined), layout, shape)
     if best is None:
         raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
+    ranked = sorted(pipelined.values(), key=lambda v: v[:2])
+    chosen = [v for kind in ("kary", "scatter-allgather") for v in [v for v in ranked if v[3].kind == kind][:RAMP_SERIES]]
+    for _, _, layout, shape in sorted(chosen, key=lambda v: v[:2]) if ramp else []:
+        for ramped in ramped_shapes(topology, layout, root, shape, requested, size, spreads):
+            schedule = build_broadcast(topology, layout, root, ramped, size, spreads)
+            time = predicted_us(schedule, topology, [size])[0]
+            if (time, schedule.num_transfers) < best[:2]:
+                best = (time, schedule.num_transfers, schedule)
     return best[2]
 
 
-def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int) -> Schedule:
+def ramped_shapes(
+    topology: Topology, layout: Layout, root: int, shape: Shape, requested: int | None, size: int, spreads: Spreads
+) -> list[Shape]:
+    """Ramped-slice variants of a pipelined shape (`synth.algorithms.engines.slice_ramp`): the
+    pattern of one chunk per part is the template, an LP over its per-step link loads sizes the
+    slices, in whole chunks of ``RAMP_CHUNKS`` per part (or the chunks asked for). The fast
+    stages of a rails pipeline (the deal and the sharing inside a host) then carry the fill in
+    small steps instead of whole slices of the network's pace."""
+    # a unit: what one step of the equal pipeline moves of a part (one chunk; a wave of one
+    # piece per group for scatter-allgather)
+    unit = len(layout.groups) - (0 if shape.root_piece else 1) if shape.kind == "scatter-allgather" else 1
+    chunks = requested // shape.parts if requested is not None else RAMP_CHUNKS
+    ranks = sum(len(g) for g in layout.groups)
+    while requested is None and chunks > 1 and (ranks - 1) * shape.parts * chunks > TRANSFER_BUDGET:
+        chunks //= 2
+    if requested is None:
+        chunks -= chunks % unit
+    if chunks % unit or chunks // unit < 2:
+        return []
+    units = chunks // unit
+    variants = [shape]
+    if shape.bounce or (shape.kind == "scatter-allgather" and not shape.root_piece and bounce_ok(layout, root, spreads.router)):
+        variants.append(replace(shape, bounce_split=True))
+    out = []
+    for variant in variants:
+        # the template: one slice of one unit per part, or, where the return is split among
+        # the root host's ranks, one slice of one chunk per returning rank (loads averaged)
+        group = len(layout.groups[0]) - 1 if variant.bounce_split else 1
+        if group > units:
+            continue
+        one = replace(variant, chunks_per_part=group * unit, slices=(group,) if group > 1 else ())
+        loads = stage_loads(build_broadcast(topology, layout, root, one, None, spreads), topology, group)
+        chunk_bytes = size / (shape.parts * chunks)
+        out += [replace(variant, chunks_per_part=chunks, slices=slices) for slices in ramps(loads, units, chunk_bytes)]
+    return out
+
+
+def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int, ramp: bool = True) -> Schedule:
     """Reduce: the best broadcast of the reversed topology, run backwards with reduces."""
     reversed_topology = topology.reversed()
-    forward = best_broadcast(reversed_topology, root, requested, size, router_for(reversed_topology))
+    forward = best_broadcast(reversed_topology, root, requested, size, router_for(reversed_topology), ramp)
     params = dict(forward.params)
     params["dual_of"] = Kind.BROADCAST.value
     reduction = Collective(Kind.REDUCE, topology.num_ranks, forward.collective.num_chunks, root)
     return dual_reduction(forward, reduction, NAME, params)
+
+
+def mirrored_reduce(topology: Topology, root: int, params: dict, size: int) -> Schedule | None:
+    """The reduce whose forward broadcast is the broadcast of ``params`` (its layout by name and
+    its shape) built on the reversed topology, run backwards with reduces; None where that layout
+    or shape does not exist there."""
+    reversed_topology = topology.reversed()
+    spreads = Spreads(router_for(reversed_topology))
+    found = [lay for lay in layouts(reversed_topology, root, spreads.router, spreads.finder) if lay.name == params["layout"]]
+    if not found:
+        return None
+    layout = found[0]
+    shape = Shape(
+        kind=params["shape"],
+        fanout=params["fanout"],
+        parts=params["parts"],
+        chunks_per_part=params["chunks_per_part"],
+        deal=params["deal"],
+        bounce=bool(params.get("bounce")),
+        bounce_split=bool(params.get("bounce_split")),
+        root_piece=params.get("root_piece", True),
+        slices=tuple(params.get("slices", ())),
+    )
+    if shape.parts > layout.max_parts * max(layout.ports, layout.split) or (
+        (shape.bounce or shape.bounce_split) and not bounce_ok(layout, root, spreads.router)
+    ):
+        return None
+    forward = build_broadcast(reversed_topology, layout, root, shape, size, spreads)
+    reduction = Collective(Kind.REDUCE, topology.num_ranks, forward.collective.num_chunks, root)
+    return dual_reduction(forward, reduction, NAME, {**forward.params, "dual_of": Kind.BROADCAST.value})
 
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
@@ -684,14 +856,27 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         return best_broadcast(topology, collective.root, requested, at, router)
     if kind is Kind.REDUCE:
         return reduce_schedule(topology, collective.root, requested, at)
-    # allreduce: reduce to rank 0, then broadcast from it, with the same chunks
-    bcast = best_broadcast(topology, 0, requested, at, router)
-    chunks = bcast.collective.num_chunks
-    red = reduce_schedule(topology, 0, chunks, at)
-    params = {"phases": ["reduce", "broadcast"], "root": 0, "reduce": dict(red.params), "broadcast": dict(bcast.params)}
-    if size is not None:
-        params["chosen_at_size"] = size
-    return concat([red, bcast], Collective(Kind.ALLREDUCE, topology.num_ranks, chunks), NAME, params)
+    # allreduce: reduce to rank 0, then broadcast from it, with the same chunks; with and without
+    # ramped slices (the broadcast's best chunk count fixes the reduce's: a ramp that wins the
+    # broadcast alone may leave the pair slower than the equal slices' count)
+    best: tuple[float, Schedule] | None = None
+    for ramp in (True, False):
+        bcast = best_broadcast(topology, 0, requested, at, router, ramp)
+        if ramp and not bcast.params.get("slices"):
+            continue  # no ramp won: the pass without ramps builds the same
+        chunks = bcast.collective.num_chunks
+        # a ramped broadcast's reduce is its own shape on the reversed machine (a sweep of every
+        # shape at the ramp's fine chunk count would cost seconds), else the best one there
+        red = (mirrored_reduce(topology, 0, bcast.params, at) if ramp else None) or reduce_schedule(topology, 0, chunks, at, ramp)
+        params = {"phases": ["reduce", "broadcast"], "root": 0, "reduce": dict(red.params), "broadcast": dict(bcast.params)}
+        if size is not None:
+            params["chosen_at_size"] = size
+        schedule = concat([red, bcast], Collective(Kind.ALLREDUCE, topology.num_ranks, chunks), NAME, params)
+        time = predicted_us(schedule, topology, [at])[0]
+        if best is None or time < best[0] * (1 - 1e-9):
+            best = (time, schedule)
+    assert best is not None
+    return best[1]
 
 
 METHOD = Method(

@@ -13,4 +13,6 @@
 - `greedy_engine`: the step-synchronous link–chunk matching engine behind `greedy`.
 - `tree_packing`: spanning trees at the optimal allgather/broadcast throughput; `tree_pipeline`:
   those trees turned into pipelined steps (behind `packing`).
+- `slice_ramp`: unequal (ramped) slice sizes for a pipeline whose stages run at different speeds,
+  from an LP over the step model (`packing`, `pipelined-tree`).
 """

@@ -38,9 +38,15 @@ def tree_schedule(
     collective: Collective,
     method: str,
     params: dict,
+    slices: tuple[int, ...] = (),
 ) -> Schedule:
     """The pipelined schedule of ``collective`` (allgather or broadcast, P = its chunks per piece
-    for allgather, its chunk count for broadcast) over the packing's trees."""
+    for allgather, its chunk count for broadcast) over the packing's trees.
+
+    ``slices`` (ramped slices, `synth.algorithms.engines.slice_ramp`): rounds per slice, a round
+    being what a class moves in one step of the equal pipeline (μ chunks); every round of slice s
+    starts down the trees in step s, so a slice of k rounds puts k·μ chunks on each arc in one
+    step. Empty: one round per step (the equal pipeline)."""
     kind = collective.kind
     if kind not in (Kind.ALLGATHER, Kind.BROADCAST):
         raise ValueError(f"trees carry allgather or broadcast, not {kind.value}")
@@ -56,7 +62,10 @@ def tree_schedule(
             cls = packing.classes[index]
             verts = np.flatnonzero(cls.parent >= 0)
             q = np.arange(count)
-            steps_l.append(((q // cls.multiplicity)[None, :] + cls.depth[verts][:, None] - 1).ravel())
+            start = q // cls.multiplicity
+            if slices:
+                start = np.searchsorted(np.cumsum(slices), start, side="right")
+            steps_l.append((start[None, :] + cls.depth[verts][:, None] - 1).ravel())
             chan_l.append(np.repeat(cls.parent[verts], count))
             chunk_l.append(np.tile(base + q, verts.size))
             base += count
