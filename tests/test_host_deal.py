@@ -60,14 +60,15 @@ def test_every_shape_verifies(multihost, root):
 def test_waves_pipeline_the_three_steps(multihost):
     """Wave w runs its three steps in steps w, w + 1, w + 2 (w + 2 steps in all); at 1 MiB on
     random-multihost-1 six waves, the root host fed by the owners over its idle network ingress,
-    take 145.49 us where auto's pipelined-tree took 163.89 (every step of its pipeline crosses
-    the network's 4.3 us with a whole chunk on the root host's link)."""
+    take 145.49 us where pipelined-tree takes 156.51 with ramped slices (163.89 with equal ones:
+    every step of its pipeline crosses the network's 4.3 us with a whole chunk on the root host's
+    link)."""
     size = 1 << 20
     ours = synthesize(multihost, Kind.BROADCAST, "host-deal", options={"size": size})
     assert ours.params["waves"] > 1 and ours.num_steps == ours.params["waves"] + 2
     assert ours.params["home_from"] == "owners"
     tree = synthesize(multihost, Kind.BROADCAST, "pipelined-tree", options={"size": size})
-    assert _us(ours, multihost, size) < 0.92 * _us(tree, multihost, size)
+    assert _us(ours, multihost, size) < 0.95 * _us(tree, multihost, size)
     reduce = synthesize(multihost, Kind.REDUCE, "host-deal", options={"size": size})  # verified
     assert reduce.params["waves"] > 1
 

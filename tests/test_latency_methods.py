@@ -103,9 +103,20 @@ def test_one_shot_needs_a_route_between_every_pair(small_topologies):
 
 
 # ----------------------------------------------------------------------------- pipelined trees
-@pytest.mark.parametrize("name", sorted(MACHINES))
-@pytest.mark.parametrize("kind", sorted(pipelined_tree.COLLECTIVES, key=lambda k: k.value))
-@pytest.mark.parametrize("size", [1 << 10, 1 << 20, 64 << 20])
+#: At 64 MiB the multi-host machines tune ramped slices (an LP per slice series): 5-15 s each on
+#: 2 cores, run by `make test-all`; tests/test_slice_ramp.py verifies the ramps in the default run.
+RAMPED_SLOW = {"fattree2x2x2", "multihost3x4", "multihost-pcie-nic-per-host"}
+
+
+@pytest.mark.parametrize(
+    "size,kind,name",
+    [
+        pytest.param(size, kind, name, marks=pytest.mark.slow) if size == 64 << 20 and name in RAMPED_SLOW else (size, kind, name)
+        for size in (1 << 10, 1 << 20, 64 << 20)
+        for kind in sorted(pipelined_tree.COLLECTIVES, key=lambda k: k.value)
+        for name in sorted(MACHINES)
+    ],
+)
 def test_pipelined_tree_every_collective_verifies_and_replays(name, kind, size):
     topo = MACHINES[name]()
     roots = [0, topo.num_ranks - 1] if kind is not Kind.ALLREDUCE else [None]
@@ -273,6 +284,7 @@ def _pairs(schedule, step):
     return zip(schedule.src[lo:hi].tolist(), schedule.dst[lo:hi].tolist())
 
 
+@pytest.mark.slow  # 27 s on 2 cores; tests/test_slice_ramp.py verifies the split returns in the default run
 def test_bounce_brings_the_roots_part_back_over_idle_nics():
     """At 1 GiB on a fat-tree with a NIC per GPU the root's own part goes out over its NIC and
     comes back to its host from the last host of the chain, so the root's switch link carries
@@ -294,7 +306,10 @@ def test_bounce_brings_the_roots_part_back_over_idle_nics():
     _check(synthesize(topo, Kind.REDUCE, pipelined_tree.NAME, options={"size": 1 << 30}), topo)
 
 
-@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.REDUCE, Kind.ALLREDUCE])
+@pytest.mark.parametrize(
+    "kind",
+    [Kind.BROADCAST, pytest.param(Kind.REDUCE, marks=pytest.mark.slow), pytest.param(Kind.ALLREDUCE, marks=pytest.mark.slow)],
+)
 def test_scatter_allgather_in_waves_without_the_root_hosts_piece(kind):
     """Hosts sharing one NIC (PCIe at 12 GB/s everywhere, as random-multihost-1): the root's host
     sends every byte across once (its piece left out of the allgather) and the waves overlap the
