@@ -722,12 +722,20 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
 def best_broadcast(
     topology: Topology, root: int, requested: int | None, size: int, router: Router, ramp: bool = True
 ) -> Schedule:
-    """The fastest candidate at ``size`` over every layout and shape (ties: fewer transfers, then
-    the order tried). For the pipelined shape the chunk counts of one fan-out are tried in
-    increasing order and the sweep stops after `PATIENCE` slower ones in a row (the time falls
-    while the fill dominates and rises once the latencies of the extra steps do). The `RAMP_SERIES`
-    fastest series of each pipelined kind then get ramped slices too (`ramped_shapes`): candidates beside the
-    equal slices, so the fastest still wins."""
+    """The fastest candidate at ``size`` over every layout and shape (`broadcast_candidates`)."""
+    return broadcast_candidates(topology, root, requested, size, router, ramp)[1]
+
+
+def broadcast_candidates(
+    topology: Topology, root: int, requested: int | None, size: int, router: Router, ramp: bool = True
+) -> tuple[Schedule, Schedule]:
+    """(the fastest with equal slices, the fastest of all) at ``size`` over every layout and shape
+    (ties: fewer transfers, then the order tried). For the pipelined shape the chunk counts of one
+    fan-out are tried in increasing order and the sweep stops after `PATIENCE` slower ones in a
+    row (the time falls while the fill dominates and rises once the latencies of the extra steps
+    do). The `RAMP_SERIES` fastest series of each pipelined kind then get ramped slices too
+    (`ramped_shapes`): candidates beside the equal slices, so the fastest still wins. Both are
+    returned so that allreduce can pair either with its reduce without sweeping twice."""
     best: tuple[float, int, Schedule] | None = None
     spreads = Spreads(router)
     #: the fastest time of every pipelined (kary) series: (time, order found, layout, shape)
@@ -754,6 +762,7 @@ def best_broadcast(
                 pipelined[key] = (time, pipelined[key][1] if key in pipelined else len(pipelined), layout, shape)
     if best is None:
         raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
+    equal = best[2]
     ranked = sorted(pipelined.values(), key=lambda v: v[:2])
     chosen = [v for kind in ("kary", "scatter-allgather") for v in [v for v in ranked if v[3].kind == kind][:RAMP_SERIES]]
     for _, _, layout, shape in sorted(chosen, key=lambda v: v[:2]) if ramp else []:
@@ -762,7 +771,7 @@ def best_broadcast(
             time = predicted_us(schedule, topology, [size])[0]
             if (time, schedule.num_transfers) < best[:2]:
                 best = (time, schedule.num_transfers, schedule)
-    return best[2]
+    return equal, best[2]
 
 
 def ramped_shapes(
@@ -860,10 +869,10 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     # ramped slices (the broadcast's best chunk count fixes the reduce's: a ramp that wins the
     # broadcast alone may leave the pair slower than the equal slices' count)
     best: tuple[float, Schedule] | None = None
-    for ramp in (True, False):
-        bcast = best_broadcast(topology, 0, requested, at, router, ramp)
+    equal, fastest = broadcast_candidates(topology, 0, requested, at, router)
+    for ramp, bcast in ((True, fastest), (False, equal)):
         if ramp and not bcast.params.get("slices"):
-            continue  # no ramp won: the pass without ramps builds the same
+            continue  # no ramp won: the fastest is the equal slices' one
         chunks = bcast.collective.num_chunks
         # a ramped broadcast's reduce is its own shape on the reversed machine (a sweep of every
         # shape at the ramp's fine chunk count would cost seconds), else the best one there
