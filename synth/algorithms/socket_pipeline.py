@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from synth.algorithms.engines.builders import by_duality
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
 from synth.collective import Collective, Kind
@@ -69,7 +70,6 @@ from synth.method import Method, one_chunk
 from synth.routing import Router, router_for
 from synth.schedule import Schedule
 from synth.topology import Topology
-from synth.transform import dual_reduction
 
 NAME = "socket-pipeline"
 OPTIONS = frozenset({"size"})
@@ -373,10 +373,9 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     size = size_option(NAME, options, OPTIONS)
     requested = options.get("requested_chunks")
     if collective.kind is Kind.REDUCE:
-        reversed_topology = topology.reversed()
-        forward = best_broadcast(reversed_topology, collective.root, router_for(reversed_topology), size, requested)
-        reduction = Collective(Kind.REDUCE, collective.num_ranks, forward.collective.num_chunks, collective.root)
-        return dual_reduction(forward, reduction, NAME, {**forward.params, "dual_of": Kind.BROADCAST.value})
+        return by_duality(
+            lambda topo, coll, rtr: best_broadcast(topo, coll.root, rtr, size, requested), topology, collective, NAME
+        )
     if collective.kind is not Kind.BROADCAST:
         raise NotApplicable(f"{NAME} does not serve {collective.kind.value} (it serves broadcast and reduce)")
     return best_broadcast(topology, collective.root, router or router_for(topology), size, requested)

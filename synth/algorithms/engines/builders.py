@@ -46,14 +46,16 @@ def dispatcher(method: str, builders: dict[Kind, Builder]) -> Callable[..., Sche
 
 
 def by_duality(build: Builder, topology: Topology, collective: Collective, method: str) -> Schedule:
-    """Reduce / reduce-scatter as the time-reversed broadcast / allgather on the reversed topology."""
+    """Reduce / reduce-scatter as the time-reversed broadcast / allgather on the reversed topology,
+    with the chunk count the forward schedule has (a size-tuned build chooses its own)."""
     forward_kind = DUAL[collective.kind]
     forward = Collective(forward_kind, collective.num_ranks, collective.chunks_per_piece, collective.root)
     reversed_topology = topology.reversed()
     schedule = build(reversed_topology, forward, router_for(reversed_topology))
     params = dict(schedule.params)
     params["dual_of"] = forward_kind.value
-    return dual_reduction(schedule, collective, method, params)
+    reduction = Collective(collective.kind, collective.num_ranks, schedule.collective.chunks_per_piece, collective.root)
+    return dual_reduction(schedule, reduction, method, params)
 
 
 def pieces_for_allreduce(collective: Collective, method: str) -> int:
