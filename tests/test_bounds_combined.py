@@ -273,21 +273,51 @@ def test_fattree_broadcast_steps_volume_by_racks():
     assert term.time_us(size) > lower_bounds(topo, Kind.BROADCAST, size).bound("cut-latency").time_us
 
 
-@pytest.mark.parametrize("size", [1 << 24, 1 << 30])
+@pytest.mark.parametrize("size", [1 << 16, 1 << 24, 1 << 30])
 def test_root_pipeline_on_an_nvswitch_box(size):
     """dgx-a100 broadcast: the root's 300 GB/s carry the data out in N steps, and whichever step
-    sends the most (>= n/N) leaves 6/7 of it to be taken in again: >= N x 0.7 us + (1 + 6/(7N)) x
-    n / 300 GB/s, whose smallest value over real N is n/B + 2 sqrt(6/7 x 0.7 us x n/B) (whole
-    step counts, and the grid of them beyond 32, move it a little). Methods' broadcasts stay above."""
+    sends the most (>= n/N) leaves 6/7 of it to be taken in again; the last step either sends
+    straight to every rank what had not left the root before (then some step sends >= 7n/(7(N-1)+1))
+    or comes after the root's last. So >= the smaller of N x 0.7 us + (1 + 6/(7(N-1)+1)) x n/300 GB/s
+    and (N+1) x 0.7 us + (1 + 6/(7N)) x n/300 GB/s, near n/B + 2 sqrt(6/7 x 0.7 us x n/B) at large
+    sizes. Methods' broadcasts stay above, and scatter-allgather with a closing chunk meets it: at
+    16 MiB 8 waves and one chunk from the root to all 7 in the ninth step, 68.11 us."""
     topo = get_topology("dgx-a100")
     n_over_b = size / 300e3
     term = bound_model(topo, Kind.BROADCAST, 0).term("root-pipeline")
-    smooth = n_over_b + 2 * (6 / 7 * 0.7 * n_over_b) ** 0.5
-    assert smooth * 0.995 <= term.time_us(size) <= smooth * 1.01
+    exact = min(
+        min(n * 0.7 + (1 + 6 / (7 * (n - 1) + 1)) * n_over_b, (n + 1) * 0.7 + (1 + 6 / (7 * n)) * n_over_b)
+        for n in range(1, 129)
+    )
+    assert term.time_us(size) == pytest.approx(exact, rel=1e-12)
+    if size >= 1 << 24:
+        smooth = n_over_b + 2 * (6 / 7 * 0.7 * n_over_b) ** 0.5
+        assert smooth <= term.time_us(size) <= smooth * 1.01
     assert term.time_us(size) > lower_bounds(topo, Kind.BROADCAST, size).bound("ingress").time_us
     for method in ("pipelined-tree", "packing", "ring"):
         schedule = synthesize(topo, Kind.BROADCAST, method, root=0)
         assert cost(schedule, topo, size) >= term.time_us(size)
+    closing = synthesize(topo, Kind.BROADCAST, "scatter-allgather", root=0, options={"size": size})
+    assert closing.collective.chunks_per_piece % 7 == 1
+    assert term.time_us(size) <= cost(closing, topo, size) <= term.time_us(size) * (1 + (1e-4 if size > 1 << 24 else 1e-9))
+
+
+def test_root_pipeline_holds_for_every_scatter_allgather():
+    """Scatter-allgather broadcasts with and without a closing chunk, every chunk count up to four
+    waves and one (on the larger machines those around whole waves), from two roots on one
+    switch, a DGX-2 and a machine with a degraded rank: none is faster than `root-pipeline` at
+    any size."""
+    from synth.generators import random_machine
+
+    for topo in (gen.nvswitch(5, 100.0, latency=1.5), get_topology("dgx2"), random_machine(2, "nvl72")):
+        for root in (0, topo.num_ranks - 1):
+            term = bound_model(topo, Kind.BROADCAST, root).term("root-pipeline")
+            n = topo.num_ranks - 1
+            every = range(1, 4 * n + 2) if n < 8 else (1, 2, n - 1, n, n + 1, 2 * n, 2 * n + 1, 3 * n + 1, 4 * n + 1)
+            for k in every:
+                schedule = synthesize(topo, Kind.BROADCAST, "scatter-allgather", root=root, chunks=k)
+                for size in (1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 30):
+                    assert cost(schedule, topo, size) >= term.time_us(size) * (1 - 1e-9), (topo.name, root, k, size)
 
 
 # ============================================================================ steps

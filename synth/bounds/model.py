@@ -882,8 +882,12 @@ def _root_pipeline_term(topology: Topology, c: Collective, an: _Analysis, steps:
     """Broadcast: the root's data leaves the root's region U (egress C_U) in N ≥ 1 steps, x_j bytes
     in step j; the m = R − 1 other ranks' regions V_i (ingress C_i) hold after step k only what
     had left U before it or came from U in step k, so for every k the bandwidth part is at least
-    (n + (m − 1)/m · x_k)/B with B = max(C_U, ΣC_i/m), and some x_k ≥ n/N. Hence time ≥
-    max(N, H)·α_min + (1 + (m − 1)/(m·N))·n/B for some N (docs/bounds.md, `root-pipeline`)."""
+    (n + (m − 1)/m · x_k)/B with B = max(C_U, ΣC_i/m). The last step closes it: either U sends in
+    it, and every rank then takes from U straight what had not left U before (x_last ≥ m·r with
+    r = n − X_(last−1), so the largest x_k ≥ m·n/(m·(N − 1) + 1)), or it does not, and the schedule
+    has at least N + 1 steps with some x_k ≥ n/N. Hence time ≥ the smaller of
+    max(N, H)·α_min + (1 + (m − 1)/(m·(N − 1) + 1))·n/B and
+    max(N + 1, H)·α_min + (1 + (m − 1)/(m·N))·n/B for some N (docs/bounds.md, `root-pipeline`)."""
     r, root = c.num_ranks, c.root
     if c.kind is not Kind.BROADCAST or r < 3:
         return None
@@ -899,18 +903,27 @@ def _root_pipeline_term(topology: Topology, c: Collective, an: _Analysis, steps:
     if rate <= 0:
         return None
     per_byte = 1.0 / (rate * _BYTES_PER_US)
-    counts = sorted({*range(1, 33), *(int(32 * 1.15**i) for i in range(1, 80))})
+    counts = sorted({*range(1, 129), *(int(128 * 1.15**i) for i in range(1, 72))})
     lines = []
     previous = 0
     for n in counts:
         low = previous + 1
         previous = n
-        slope = (1 + (m - 1) / (m * n)) * per_byte
+        span = f"{low if low == n else f'{low}..{n}'} step(s) out of the root's region"
+        closing = (1 + (m - 1) / (m * (n - 1) + 1)) * per_byte
         lines.append(
             Line(
                 max(low, steps) * alpha_min,
-                slope,
-                f"{low if low == n else f'{low}..{n}'} step(s) out of the root's region: >= {max(low, steps)} x {alpha_min:g} us "
+                closing,
+                f"{span}, the last step among them: >= {max(low, steps)} x {alpha_min:g} us "
+                f"+ (1 + {m - 1}/({m} x {n - 1} + 1)) x size over {_gbps(rate)}",
+            )
+        )
+        lines.append(
+            Line(
+                max(low + 1, steps) * alpha_min,
+                (1 + (m - 1) / (m * n)) * per_byte,
+                f"{span}, then a step without it: >= {max(low + 1, steps)} x {alpha_min:g} us "
                 f"+ (1 + {m - 1}/({m} x {n})) x size over {_gbps(rate)}",
             )
         )
@@ -920,7 +933,9 @@ def _root_pipeline_term(topology: Topology, c: Collective, an: _Analysis, steps:
         per_byte,
         steps * alpha_min,
         f"the root's data leaves it in N steps and every other rank still needs what had not left before the step that "
-        f"sent it the most: (1 + (R-2)/((R-1) N)) x size over {_gbps(rate)}, + N steps",
+        f"sent it the most, and the last step either sends from the root to every rank what it still lacks or follows "
+        f"the root's last: (1 + (R-2)/((R-1) N)) x size over {_gbps(rate)} and N + 1 steps, or "
+        f"(1 + (R-2)/((R-1)(N-1) + 1)) x size and N steps",
         tuple(lines),
         "min",
     )
