@@ -286,8 +286,7 @@ def test_root_pipeline_on_an_nvswitch_box(size):
     n_over_b = size / 300e3
     term = bound_model(topo, Kind.BROADCAST, 0).term("root-pipeline")
     exact = min(
-        min(n * 0.7 + (1 + 6 / (7 * (n - 1) + 1)) * n_over_b, (n + 1) * 0.7 + (1 + 6 / (7 * n)) * n_over_b)
-        for n in range(1, 129)
+        min(n * 0.7 + (1 + 6 / (7 * (n - 1) + 1)) * n_over_b, (n + 1) * 0.7 + (1 + 6 / (7 * n)) * n_over_b) for n in range(1, 129)
     )
     assert term.time_us(size) == pytest.approx(exact, rel=1e-12)
     if size >= 1 << 24:
