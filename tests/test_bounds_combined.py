@@ -435,3 +435,45 @@ def test_exit_pipeline_on_two_sockets():
         assert term.time_us(size) <= cost(schedule, topo, size) <= most * term.time_us(size)
     # NCCL's analytic ring (streamed: one 3 us crossing) is below it at 16 MiB and 1 GiB
     assert term.time_us(16 << 20) > 1691.83 and term.time_us(1 << 30) > 107388.29
+
+
+def test_piecewise_bounds_pick_the_line_the_rule_names():
+    """A piecewise bound is evaluated on arrays (`_LineTable`); it must pick the very line that the
+    combine rule names with Python's min and max over (time, latency) keys in the lines' order,
+    ties included, on random line sets."""
+    import random
+
+    from synth.bounds.model import BoundTerm, Line
+
+    def rule(lines, combine, size):
+        def key(line):
+            return (line.time_us(size), line.latency_us)
+
+        if combine == "max-min-max":
+            families = {}
+            for line in lines:
+                families.setdefault(line.family, {}).setdefault(line.group, []).append(line)
+            return max((min((max(g, key=key) for g in f.values()), key=key) for f in families.values()), key=key)
+        if combine == "max-min":
+            groups = {}
+            for line in lines:
+                groups.setdefault(line.group, []).append(line)
+            return max((min(g, key=key) for g in groups.values()), key=key)
+        return (min if combine == "min" else max)(lines, key=key)
+
+    rng = random.Random(7)
+    for _ in range(400):
+        lines = tuple(
+            Line(
+                rng.choice([0.0, 1.0, 2.0, rng.random()]),
+                rng.choice([0.0, 1.0, rng.random()]),
+                f"{i}",
+                rng.randint(0, 4),
+                rng.randint(0, 3),
+            )
+            for i in range(rng.randint(1, 25))
+        )
+        for combine in ("min", "max", "max-min", "max-min-max"):
+            term = BoundTerm("t", 0.0, 0.0, "", lines, combine)
+            for size in (0.0, 0.5, 1.0, 3.0):
+                assert term._line_at(size) is rule(lines, combine, size)

@@ -176,12 +176,16 @@ def test_the_bound_terms_are_shown_by_name(builtin):
         assert report.time_us == max(names.values())
         listed = c.to_dict()["sizes"][i]["bound"]["terms"]
         assert {t["name"]: t["time_us"] for t in listed} == names
-    # at 1 MiB the time-expanded LP binds: scatter + allgather (two steps) beats one step
-    assert c.bounds[1].binding == "time-expanded"
+    # at 1 MiB scatter + allgather (two steps) beats one step: the time-expanded LP and root-pipeline
+    # (one wave and a closing chunk) say the same time, and one of them binds
+    at_1m = c.bounds[1]
+    assert at_1m.binding in ("time-expanded", "root-pipeline")
+    assert at_1m.bound("time-expanded").time_us == pytest.approx(at_1m.bound("root-pipeline").time_us, rel=1e-9)
+    star = f"{at_1m.binding}*"
     rows = table.splitlines()
-    at = next(i for i, x in enumerate(rows) if "terms (us):" in x and "time-expanded*" in x)
+    at = next(i for i, x in enumerate(rows) if "terms (us):" in x and star in x)
     line = " ".join([rows[at]] + [x for x in rows[at + 1 : at + 3] if x.startswith(" " * 20)])  # wrapped
-    assert line.index("time-expanded*") < line.index("ingress") < line.index("latency")
+    assert line.index(star) < line.index("ingress") < line.index("latency")
     big = compare(builtin("dgx-a100x4"), "allgather", [1 << 20], methods=["ring"])
     assert any("time-expanded and crossing-steps LPs skipped: 32 ranks > 16" in n for n in big.bound_notes)
     assert "  lower bound: time-expanded and crossing-steps LPs skipped" in render(big)

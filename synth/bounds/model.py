@@ -102,6 +102,62 @@ class LazyLines:
         return self._lines
 
 
+def _first_per_block(block: np.ndarray, keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per block (ascending block ids), the position of its element that sorts first by ``keys``
+    (most significant first)."""
+    order = np.lexsort((*reversed(keys), block))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = block[order[1:]] != block[order[:-1]]
+    return order[first]
+
+
+class _LineTable:
+    """A piecewise bound's lines as arrays, so that evaluating it at a size costs a few array
+    operations, not a Python pass over every line (`exit-pipeline` has two lines per crossing-step
+    count up to `synth.bounds.pipeline.N_MAX` for every candidate region). `pick` returns the same
+    line as the ``combine`` rule applied with Python's min and max over (time, latency) keys in the
+    lines' order: ties go to the line, group or family that comes first."""
+
+    def __init__(self, lines: tuple[Line, ...], combine: str):
+        self.lines = lines
+        self.combine = combine
+        self.latency = np.array([line.latency_us for line in lines], dtype=np.float64)
+        self.per_byte = np.array([line.us_per_byte for line in lines], dtype=np.float64)
+        self.position = np.arange(len(lines), dtype=np.int64)
+        if combine == "max-min-max":
+            pairs = {}
+            families: dict[int, int] = {}
+            for line in lines:
+                pairs.setdefault((line.family, line.group), len(pairs))
+                families.setdefault(line.family, len(families))
+            self.group = np.array([pairs[line.family, line.group] for line in lines], dtype=np.int64)
+            self.group_family = np.array([families[family] for family, _ in pairs], dtype=np.int64)
+        elif combine == "max-min":
+            groups: dict[int, int] = {}
+            for line in lines:
+                groups.setdefault(line.group, len(groups))
+            self.group = np.array([groups[line.group] for line in lines], dtype=np.int64)
+
+    def pick(self, size: float) -> int:
+        time = self.per_byte * size + self.latency
+        if self.combine in ("min", "max"):
+            sign = 1.0 if self.combine == "min" else -1.0
+            one = np.zeros(time.size, dtype=np.int64)
+            return int(_first_per_block(one, (sign * time, sign * self.latency, self.position))[0])
+        if self.combine == "max-min":
+            # the smallest line of each group, then the largest of those (groups in order)
+            low = _first_per_block(self.group, (time, self.latency, self.position))
+            top = _first_per_block(np.zeros(low.size, dtype=np.int64), (-time[low], -self.latency[low], self.group[low]))
+            return int(low[top[0]])
+        # max-min-max: each group's largest line, each family's smallest group, the largest family
+        high = _first_per_block(self.group, (-time, -self.latency, self.position))
+        family = self.group_family[self.group[high]]
+        low = high[_first_per_block(family, (time[high], self.latency[high], self.group[high]))]
+        order = self.group_family[self.group[low]]
+        top = _first_per_block(np.zeros(low.size, dtype=np.int64), (-time[low], -self.latency[low], order))
+        return int(low[top[0]])
+
+
 @dataclass(frozen=True)
 class BoundTerm:
     """One lower bound. Linear: ``time_us(size) = us_per_byte × size + latency_us``. With
@@ -117,6 +173,8 @@ class BoundTerm:
     explanation: str
     lines: tuple[Line, ...] | LazyLines | None = field(default=None, compare=False)
     combine: str = "min"
+    #: the lines as arrays (`_LineTable`), built on the first evaluation
+    _table: dict[str, _LineTable] = field(default_factory=dict, compare=False, repr=False)
 
     def line_list(self) -> tuple[Line, ...]:
         if self.lines is None:
@@ -127,25 +185,10 @@ class BoundTerm:
         lines = self.line_list()
         if not lines:
             return None
-
-        def key(line: Line) -> tuple[float, float]:
-            return (line.time_us(size), line.latency_us)
-
-        if self.combine == "max-min-max":
-            families: dict[int, dict[int, list[Line]]] = {}
-            for line in lines:
-                families.setdefault(line.family, {}).setdefault(line.group, []).append(line)
-            return max(
-                (min((max(group, key=key) for group in family.values()), key=key) for family in families.values()),
-                key=key,
-            )
-        if self.combine == "max-min":
-            groups: dict[int, list[Line]] = {}
-            for line in lines:
-                groups.setdefault(line.group, []).append(line)
-            return max((min(group, key=key) for group in groups.values()), key=key)
-        pick = min if self.combine == "min" else max
-        return pick(lines, key=key)
+        table = self._table.get("lines")
+        if table is None or table.lines is not lines:
+            table = self._table["lines"] = _LineTable(lines, self.combine)
+        return lines[table.pick(size)]
 
     def time_us(self, size: float) -> float:
         linear = self.us_per_byte * size + self.latency_us

@@ -21,46 +21,76 @@ from __future__ import annotations
 
 import math
 
-#: crossing-step counts solved one by one; more crossing steps get the line (N_MAX + 1)·α_U + n/C_U
-N_MAX = 48
+import numpy as np
+
+#: crossing-step counts solved one by one; more crossing steps get the line (N_MAX + 1)·α_U + n/C_U.
+#: Where the groups outside take in no faster than U's exit feeds them (r ≤ 1: chains of equally
+#: slow network hops), the best count at 1 GiB is in the hundreds.
+N_MAX = 1024
+
+
+def _spread_shares(n_steps: int, ratio: float) -> np.ndarray:
+    """G_(l−1)/G_N for l = 1..N, with G_j = Σ_(i<j) ratio^i: the geometric weights' s_l (docs/bounds.md),
+    computed without overflow for any ratio > 0."""
+    j = np.arange(n_steps, dtype=np.float64)
+    if abs(ratio - 1.0) < 1e-12:
+        return j / n_steps
+    if ratio < 1.0:
+        return (1.0 - ratio**j) / (1.0 - ratio**n_steps)
+    inverse = 1.0 / ratio
+    return (inverse ** (n_steps - j) - inverse**n_steps) / (1.0 - inverse**n_steps)
 
 
 def _geometric_theta(n_steps: int, ck: float, m: int) -> list[float] | None:
     """θ_1..θ_(N+1) (index 0 unused) with s = 1 − θ: s_1 = 0, s_(l+1) = (g + (cK − 1)·s_l)/(m − 1),
-    s_(N+1) = 1, where g is the largest value that keeps s_(N+1) ≤ 1 (docs/bounds.md). None when the
-    recursion does not apply (cK ≤ 1 or m < 2)."""
+    s_(N+1) = 1, where g is the largest value that keeps s_(N+1) ≤ 1 (docs/bounds.md): in closed form
+    s_l = G_(l−1)/G_N with G_j = Σ_(i<j) r^i and r = (cK − 1)/(m − 1). None when the recursion does
+    not apply (cK ≤ 1 or m < 2)."""
     if m < 2 or ck <= 1:
         return None
-    ratio = (ck - 1) / (m - 1)
-    grow = 0.0  # G_l = Σ_(i<l) ratio^i
-    for _ in range(n_steps):
-        grow = grow * ratio + 1.0
-    g = (m - 1) / grow
-    s = [0.0] * (n_steps + 2)
-    for step in range(1, n_steps):
-        s[step + 1] = min(1.0, (g + (ck - 1) * s[step]) / (m - 1))
-    s[n_steps + 1] = 1.0
-    theta = [1.0 - x for x in s]
-    theta[n_steps + 1] = 0.0
-    return theta
+    s = _spread_shares(n_steps, (ck - 1) / (m - 1))
+    return [1.0, *(1.0 - s).tolist(), 0.0]
 
 
 def theta_line(theta: list[float], alpha_u: float, alpha_min: float, c: float, k: float, m: int) -> tuple[float, float]:
     """(latency µs, µs per byte) of the line of weights θ_1..θ_N (``theta[1..N]``, ``theta[N+1]``
     = 0), valid for every θ in [0, 1] that does not grow with l; c = 1/C_U and k = 1/K in µs per byte."""
-    n_steps = len(theta) - 2
-    weights = [1.0] * (n_steps + 2)  # θ clipped to [0, 1] and made non-increasing (a prefix minimum)
-    for step in range(1, n_steps + 1):
-        weights[step] = min(weights[step - 1], 1.0, max(0.0, theta[step]))
-    weights[n_steps + 1] = 0.0
-    latency = 0.0
-    kappa = math.inf
-    for step in range(1, n_steps + 1):
-        t = weights[step]
-        phi = t - weights[step + 1]
-        latency += t * alpha_u + (1 - t) * alpha_min
-        coef = min(c * t + (m - 1) * phi * k, m * c * t) + m * (1 - t) * k
-        kappa = min(kappa, coef)
+    # θ clipped to [0, 1] and made non-increasing (a prefix minimum)
+    weights = np.minimum.accumulate(np.clip(np.asarray(theta[1:-1], dtype=np.float64), 0.0, 1.0))
+    return _line(weights, alpha_u, alpha_min, c, k, m)
+
+
+def _line(weights: np.ndarray, alpha_u: float, alpha_min: float, c: float, k: float, m: int) -> tuple[float, float]:
+    phi = weights - np.append(weights[1:], 0.0)
+    latency = float(np.sum(weights * alpha_u + (1 - weights) * alpha_min))
+    coef = np.minimum(c * weights + (m - 1) * phi * k, m * c * weights) + m * (1 - weights) * k
+    return latency, float(coef.min()) if coef.size else math.inf
+
+
+def _geometric_lines(alpha_u: float, alpha_min: float, c: float, k: float, m: int, ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """(latency µs, µs per byte) of the geometric weights' line for every N = 1..`N_MAX` at once:
+    row N − 1 of a triangular array holds s_1..s_N (`_spread_shares`), in blocks of rows."""
+    latency = np.empty(N_MAX, dtype=np.float64)
+    kappa = np.empty(N_MAX, dtype=np.float64)
+    block = 128
+    for first in range(1, N_MAX + 1, block):
+        counts = np.arange(first, min(first + block, N_MAX + 1), dtype=np.float64)[:, None]  # N
+        j = np.arange(int(counts[-1, 0]) + 1, dtype=np.float64)[None, :]  # l − 1, one column past the last N
+        inside = j < counts
+        if abs(ratio - 1.0) < 1e-12:
+            shares = j / counts
+        elif ratio < 1.0:
+            shares = (1.0 - ratio**j) / (1.0 - ratio**counts)
+        else:
+            inverse = 1.0 / ratio
+            with np.errstate(over="ignore"):
+                shares = (inverse ** np.maximum(counts - j, 0.0) - inverse**counts) / (1.0 - inverse**counts)
+        theta = np.where(inside, 1.0 - shares, 0.0)  # θ_(N+1) = 0 and beyond
+        phi = theta - np.concatenate([theta[:, 1:], np.zeros((theta.shape[0], 1))], axis=1)
+        coef = np.minimum(c * theta + (m - 1) * phi * k, m * c * theta) + m * (1 - theta) * k
+        rows = slice(first - 1, first - 1 + counts.shape[0])
+        latency[rows] = np.sum(np.where(inside, theta * alpha_u + (1 - theta) * alpha_min, 0.0), axis=1)
+        kappa[rows] = np.min(np.where(inside, coef, np.inf), axis=1)
     return latency, kappa
 
 
@@ -69,12 +99,12 @@ def lines(alpha_u: float, alpha_min: float, c: float, k: float, m: int) -> list[
     N = `N_MAX` + 1 for every larger count. c = 1/C_U, k = 1/K (µs per byte), m ≥ 1 groups."""
     out: list[tuple[int, float, float, str]] = []
     ck = k and c / k  # c·K
+    geometric = _geometric_lines(alpha_u, alpha_min, c, k, m, (ck - 1) / (m - 1)) if m >= 2 and ck > 1 else None
     for n_steps in range(1, N_MAX + 1):
         out.append((n_steps, n_steps * alpha_u, c, f"{n_steps} crossing step(s), each >= {alpha_u:g} us"))
-        theta = _geometric_theta(n_steps, ck, m)
-        if theta is None:
+        if geometric is None:
             continue
-        latency, kappa = theta_line(theta, alpha_u, alpha_min, c, k, m)
+        latency, kappa = float(geometric[0][n_steps - 1]), float(geometric[1][n_steps - 1])
         if kappa > c:
             out.append((n_steps, latency, kappa, f"{n_steps} crossing step(s), the last bytes to cross still to spread"))
     out.append((N_MAX + 1, (N_MAX + 1) * alpha_u, c, f"more than {N_MAX} crossing steps"))
