@@ -193,13 +193,17 @@ def grow(
     k: int,
     shallow_first: bool = False,
     mirror: np.ndarray | None = None,
+    checked: bool = False,
 ) -> list[TreeClass] | None:
     """Greedy tree growth (module docstring): k trees from every root within the link ``units``;
     None if some class cannot reach every rank. ``shallow_first`` puts nearness to the root before
     room and lets the trees of a class part ways at every arc (shallower trees, for broadcasts and
     small messages). With ``mirror`` (the link in the other direction of every link, ``units``
     equal on both), an arc takes its room on both directions of every link of its path: one budget
-    per link pair, for trees that a reduction also runs backwards at the same time."""
+    per link pair, for trees that a reduction also runs backwards at the same time. ``checked``
+    (one root only): an arc is taken only if the trees can still be completed as far as Edmonds'
+    cut condition says (`_Completion`): the best-scored arc that keeps it, so growth does not spend
+    a unit that a tight cut further on needs (None if no arc keeps it)."""
     topo = channels.topology
     r = topo.num_ranks
     if r == 1:
@@ -251,6 +255,7 @@ def grow(
         add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent, ins[src] & ~ins[dst])
     heap = [(1, i) for i in range(len(mult))]
     heapq.heapify(heap)
+    completion = _Completion(topo, roots[0], k) if checked and len(roots) == 1 else None
     while heap:
         size, i = heapq.heappop(heap)
         ins = inside[i]
@@ -267,7 +272,16 @@ def grow(
             score = (((again * r + near) * scale_room + tight) * scale_room + crowded) * scale_len + length[cand]
         else:
             score = ((again * scale_room + tight) * r + near) * scale_len + length[cand]
-        c = int(cand[int(np.argmin(score))])
+        if completion is None:
+            c = int(cand[int(np.argmin(score))])
+        else:
+            for c in cand[np.argsort(score, kind="stable")].tolist():
+                amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))
+                path = ids[ptr[c] : ptr[c + 1]]
+                if completion.keeps(room, path, amount, i, int(dst[c]), inside, mult):
+                    break
+            else:
+                return None
         amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))  # shallow: trees part ways
         if amount < mult[i]:  # the channel has room for only some of the class: split it
             j = add_class(
@@ -294,6 +308,62 @@ def grow(
         if size + 1 < r:
             heapq.heappush(heap, (size + 1, i))
     return [TreeClass(root_of[i], mult[i], parent[i], depth[i]) for i in range(len(mult))]
+
+
+class _Completion:
+    """Edmonds' cut condition for completing a root's partly grown trees (`grow` with
+    ``checked``), as in `grow_exact` but through switches: with R_j the ranks class j (μ_j trees)
+    reaches and the units left on every link, every node set X holding a rank but not the root
+    must be entered by at least Σ μ_j over the classes with X ∩ R_j = ∅ units. In the network with
+    a node per class (root → class μ_j, class → every rank of R_j unbounded) that is a max-flow of
+    k from the root to every rank; ranks that every class reaches need no flow, and a rank that
+    passed clears the sets holding it for the later ones (Hao and Orlin's sink sequence). A
+    necessary condition (trees through a switch cannot copy there), so growth checked by it can
+    still get stuck, but it never spends the last unit a tight cut needs."""
+
+    def __init__(self, topology: Topology, root: int, k: int):
+        r, n = topology.num_ranks, topology.num_nodes
+        self.r, self.n, self.k, self.root = r, n, k, root
+        self.num_links = len(topology.links)
+        arcs = [(link.src, link.dst) for link in topology.links]
+        arcs += [(root, n + j) for j in range(k)]  # a class has at least one tree: at most k
+        arcs += [(n + j, v) for j in range(k) for v in range(r)]
+        arcs += [(root, v) for v in range(r)]
+        self.net = FlowNetwork(n + k, arcs)
+        self.order = [v for v in _near_first(topology, (root,)) if v != root]
+        self.big = float(k * (r + 1) + int(topology.bandwidth_array.size) * k)
+
+    def keeps(self, room: np.ndarray, path: np.ndarray, amount: int, i: int, v: int, inside: list, mult: list) -> bool:
+        """Whether class ``i`` taking ``amount`` of its trees over ``path`` into rank ``v`` (the
+        rest of the class, if any, parting from it) keeps the condition."""
+        caps_room = room.astype(np.float64)
+        caps_room[path] -= amount
+        sets = [(mult[j], inside[j]) for j in range(len(mult)) if j != i]
+        grown = inside[i].copy()
+        grown[v] = True
+        sets.append((amount, grown))
+        if amount < mult[i]:
+            sets.append((mult[i] - amount, inside[i]))
+        if len(sets) > self.k:
+            return True  # not reached: a class holds at least one tree
+        r, big = self.r, self.big
+        class_caps = [0.0] * self.k
+        member = [0.0] * (self.k * r)
+        everywhere = np.ones(r, dtype=bool)
+        for j, (m, ins) in enumerate(sets):
+            class_caps[j] = float(m)
+            member[j * r : (j + 1) * r] = np.where(ins, big, 0.0).tolist()
+            everywhere &= ins
+        clear = [big if everywhere[w] else 0.0 for w in range(r)]
+        caps = caps_room.tolist() + class_caps + member
+        need = self.k - 0.5
+        for w in self.order:
+            if everywhere[w]:
+                continue
+            if self.net.max_flow(caps + clear, self.root, w, limit=need).value < need:
+                return False
+            clear[w] = big
+        return True
 
 
 def shallow_trees(channels: PathChannels, roots: tuple[int, ...]) -> list[TreeClass]:
@@ -370,6 +440,8 @@ def packings(
             if not feasible(topology, units, k, roots):
                 continue
             classes = grow(channels, units, roots, k, shallow_first)
+            if classes is None and kind is Kind.BROADCAST and topology.num_nodes > topology.num_ranks:
+                classes = grow(channels, units, roots, k, shallow_first, checked=True)
             if classes is None and kind is Kind.BROADCAST and topology.num_ranks <= EXACT_MAX_RANKS:
                 classes = grow_exact(topology, units, roots[0], k)  # switchless: exact where greedy is stuck
             if classes is not None:
