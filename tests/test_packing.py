@@ -15,6 +15,8 @@ from synth.algorithms.engines.composition import aligned_overlap
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
 from synth.algorithms.engines.tree_packing import (
+    CHECK_WORK,
+    CheckBudget,
     Packing,
     TreeClass,
     disjoint,
@@ -236,7 +238,7 @@ def test_checked_growth_reaches_the_root_rate_through_switches():
     channels = channels_for(topo)
     assert feasible(topo, units, 3, (0,))
     assert grow(channels, units, (0,), 3) is None
-    classes = grow(channels, units, (0,), 3, checked=True)
+    classes = grow(channels, units, (0,), 3, checked=CheckBudget(CHECK_WORK))
     assert classes is not None
     check_packing(topo, Packing(Kind.BROADCAST, (0,), tuple(classes), 3, 12.0, 36.5, "throughput"))
     best = packings(topo, Kind.BROADCAST, 0)[0]
