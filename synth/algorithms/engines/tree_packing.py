@@ -54,7 +54,7 @@ EXACT_MAX_RANKS = 96
 #: arc-disjoint shallow trees tried for small broadcasts (`disjoint`)
 DISJOINT_MAX_TREES = 4
 #: work that checked growth may do for one broadcast's packings (`CheckBudget`): max-flow calls
-#: times the arcs of their network (about 0.3 s of CPU a million; 9 hosts x 4 GPUs use 5 million
+#: times the arcs of their network (about 0.7 s of CPU a million; 9 hosts x 4 GPUs use 5 million
 #: for three packings)
 CHECK_WORK = 8_000_000
 #: checked growth only on machines of at most this many ranks (its max-flows grow with ranks^2:
