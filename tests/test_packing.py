@@ -238,8 +238,10 @@ def test_checked_growth_reaches_the_root_rate_through_switches():
     channels = channels_for(topo)
     assert feasible(topo, units, 3, (0,))
     assert grow(channels, units, (0,), 3) is None
-    classes = grow(channels, units, (0,), 3, checked=CheckBudget(CHECK_WORK))
-    assert classes is not None
+    assert grow(channels, units, (0,), 3, checked=CheckBudget(1000)) is None  # out of budget: gives up
+    budget = CheckBudget(CHECK_WORK)
+    classes = grow(channels, units, (0,), 3, checked=budget)
+    assert classes is not None and 0 < budget.work < CHECK_WORK
     check_packing(topo, Packing(Kind.BROADCAST, (0,), tuple(classes), 3, 12.0, 36.5, "throughput"))
     best = packings(topo, Kind.BROADCAST, 0)[0]
     assert best.rate_gbps == pytest.approx(36.0)
