@@ -23,9 +23,12 @@ it: a tight cut such as four boxes behind their NICs is entered exactly once by 
 the most room left on its path; (3) starts nearest the root; (4) crosses the fewest links. When a
 channel has room for fewer trees than the class holds, the class splits. Growth is greedy: it is not
 guaranteed to succeed at the optimum (Lovász's exact construction needs a max-flow per arc), so the
-packer tries the next smaller unit or more trees when it gets stuck, and then, only if nothing
-within the tolerance grows, larger rate losses; every packing it returns is valid (every link within
-its capacity) and its rate is reported against the exact optimum.
+packer tries the next smaller unit or more trees when it gets stuck; for a broadcast through
+switches, then growth that takes an arc only if Edmonds' cut condition still holds after it (a
+max-flow per rank, within a work budget: where every rank's ingress is tight, as on PCIe hosts
+with a NIC per GPU, the greedy choice spends a unit a later tree needs); and then, only if nothing
+within the tolerance grows, larger rate losses. Every packing it returns is valid (every link
+within its capacity) and its rate is reported against the exact optimum.
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ FALLBACK_SLACK = (0.05, 0.15, 0.3, 0.5)
 EXACT_MAX_RANKS = 96
 #: arc-disjoint shallow trees tried for small broadcasts (`disjoint`)
 DISJOINT_MAX_TREES = 4
+#: work that checked growth may do for one broadcast's packings (`CheckBudget`): max-flow calls
+#: times the arcs of their network (about 0.7 s of CPU a million; 9 hosts x 4 GPUs use 5 million
+#: for three packings)
+CHECK_WORK = 8_000_000
+#: checked growth only on machines of at most this many ranks (its max-flows grow with ranks^2:
+#: a 128-rank fat-tree spent 20 s on it for nothing)
+CHECK_MAX_RANKS = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,13 +203,18 @@ def grow(
     k: int,
     shallow_first: bool = False,
     mirror: np.ndarray | None = None,
+    checked: CheckBudget | None = None,
 ) -> list[TreeClass] | None:
     """Greedy tree growth (module docstring): k trees from every root within the link ``units``;
     None if some class cannot reach every rank. ``shallow_first`` puts nearness to the root before
     room and lets the trees of a class part ways at every arc (shallower trees, for broadcasts and
     small messages). With ``mirror`` (the link in the other direction of every link, ``units``
     equal on both), an arc takes its room on both directions of every link of its path: one budget
-    per link pair, for trees that a reduction also runs backwards at the same time."""
+    per link pair, for trees that a reduction also runs backwards at the same time. With
+    ``checked`` (one root only), an arc is taken only if the trees can still be completed as far
+    as Edmonds' cut condition says (`_Completion`): the best-scored arc that keeps it, so growth
+    does not spend a unit that a tight cut further on needs; None if no arc keeps it or the
+    check's max-flows exceed the budget (which they draw from)."""
     topo = channels.topology
     r = topo.num_ranks
     if r == 1:
@@ -251,6 +266,7 @@ def grow(
         add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent, ins[src] & ~ins[dst])
     heap = [(1, i) for i in range(len(mult))]
     heapq.heapify(heap)
+    completion = _Completion(topo, roots[0], k, checked) if checked is not None and len(roots) == 1 else None
     while heap:
         size, i = heapq.heappop(heap)
         ins = inside[i]
@@ -267,7 +283,19 @@ def grow(
             score = (((again * r + near) * scale_room + tight) * scale_room + crowded) * scale_len + length[cand]
         else:
             score = ((again * scale_room + tight) * r + near) * scale_len + length[cand]
-        c = int(cand[int(np.argmin(score))])
+        if completion is None:
+            c = int(cand[int(np.argmin(score))])
+        else:
+            for c in cand[np.argsort(score, kind="stable")].tolist():
+                amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))
+                path = ids[ptr[c] : ptr[c + 1]]
+                kept = completion.keeps(room, path, amount, i, int(dst[c]), inside, mult)
+                if kept is None:
+                    return None  # out of budget
+                if kept:
+                    break
+            else:
+                return None
         amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))  # shallow: trees part ways
         if amount < mult[i]:  # the channel has room for only some of the class: split it
             j = add_class(
@@ -294,6 +322,76 @@ def grow(
         if size + 1 < r:
             heapq.heappush(heap, (size + 1, i))
     return [TreeClass(root_of[i], mult[i], parent[i], depth[i]) for i in range(len(mult))]
+
+
+@dataclass
+class CheckBudget:
+    """Work that checked growth (`grow` with ``checked``) may still do: every max-flow call costs
+    the arcs of its network. A cap in work, not seconds, so the trees found are the same on every
+    machine."""
+
+    work: int
+
+
+class _Completion:
+    """Edmonds' cut condition for completing a root's partly grown trees (`grow` with
+    ``checked``), as in `grow_exact` but through switches: with R_j the ranks class j (μ_j trees)
+    reaches and the units left on every link, every node set X holding a rank but not the root
+    must be entered by at least Σ μ_j over the classes with X ∩ R_j = ∅ units. In the network with
+    a node per class (root → class μ_j, class → every rank of R_j unbounded) that is a max-flow of
+    k from the root to every rank; ranks that every class reaches need no flow, and a rank that
+    passed clears the sets holding it for the later ones (Hao and Orlin's sink sequence). A
+    necessary condition (trees through a switch cannot copy there), so growth checked by it can
+    still get stuck, but it never spends the last unit a tight cut needs."""
+
+    def __init__(self, topology: Topology, root: int, k: int, budget: CheckBudget):
+        self.budget = budget
+        r, n = topology.num_ranks, topology.num_nodes
+        self.r, self.n, self.k, self.root = r, n, k, root
+        self.num_links = len(topology.links)
+        arcs = [(link.src, link.dst) for link in topology.links]
+        arcs += [(root, n + j) for j in range(k)]  # a class has at least one tree: at most k
+        arcs += [(n + j, v) for j in range(k) for v in range(r)]
+        arcs += [(root, v) for v in range(r)]
+        self.net = FlowNetwork(n + k, arcs)
+        self.order = [v for v in _near_first(topology, (root,)) if v != root]
+        self.big = float(k * (r + 1) + int(topology.bandwidth_array.size) * k)
+
+    def keeps(self, room: np.ndarray, path: np.ndarray, amount: int, i: int, v: int, inside: list, mult: list) -> bool | None:
+        """Whether class ``i`` taking ``amount`` of its trees over ``path`` into rank ``v`` (the
+        rest of the class, if any, parting from it) keeps the condition; None when the budget
+        ran out."""
+        caps_room = room.astype(np.float64)
+        caps_room[path] -= amount
+        sets = [(mult[j], inside[j]) for j in range(len(mult)) if j != i]
+        grown = inside[i].copy()
+        grown[v] = True
+        sets.append((amount, grown))
+        if amount < mult[i]:
+            sets.append((mult[i] - amount, inside[i]))
+        if len(sets) > self.k:
+            return True  # not reached: a class holds at least one tree
+        r, big = self.r, self.big
+        class_caps = [0.0] * self.k
+        member = [0.0] * (self.k * r)
+        everywhere = np.ones(r, dtype=bool)
+        for j, (m, ins) in enumerate(sets):
+            class_caps[j] = float(m)
+            member[j * r : (j + 1) * r] = np.where(ins, big, 0.0).tolist()
+            everywhere &= ins
+        clear = [big if everywhere[w] else 0.0 for w in range(r)]
+        caps = caps_room.tolist() + class_caps + member
+        need = self.k - 0.5
+        for w in self.order:
+            if everywhere[w]:
+                continue
+            if self.budget.work <= 0:
+                return None
+            self.budget.work -= len(self.net.arcs)
+            if self.net.max_flow(caps + clear, self.root, w, limit=need).value < need:
+                return False
+            clear[w] = big
+        return True
 
 
 def shallow_trees(channels: PathChannels, roots: tuple[int, ...]) -> list[TreeClass]:
@@ -350,8 +448,10 @@ def packings(
     """Packings within ``tolerance`` of the optimal rate: first the one with the fewest trees per
     root (most room first), then, with ``variants``, shallower ones (nearest the root first, with
     as many and twice as many trees) where they succeed. When growth fails within the tolerance,
-    the rate losses of `FALLBACK_SLACK` are tried in turn (the packing says what rate it reaches);
-    empty-handed, the breadth-first trees. Cached on the topology."""
+    a broadcast through switches on at most `CHECK_MAX_RANKS` ranks tries growth checked by the
+    cut condition (`grow` with ``checked``, within `CHECK_WORK`), then the rate losses of
+    `FALLBACK_SLACK` are tried in turn (the packing says what rate it reaches); empty-handed, the
+    breadth-first trees. Cached on the topology."""
     key = ("packings", kind, root, tolerance, max_trees, variants)
     cache = topology.__dict__.setdefault("_packings", {})
     if key in cache:
@@ -364,33 +464,44 @@ def packings(
         classes = grow(channels, np.zeros(0, dtype=np.int64), roots, 1) or []
         found.append(Packing(kind, roots, tuple(classes), 1, 1.0, 1.0, "throughput"))
 
-    def attempt(k: int, shallow_first: bool, slack: float) -> Packing | None:
+    def attempt(k: int, shallow_first: bool, slack: float, checked: CheckBudget | None = None) -> Packing | None:
         for unit in candidate_units(topology, optimum, k, slack):
             units = link_units(topology, unit)
             if not feasible(topology, units, k, roots):
                 continue
-            classes = grow(channels, units, roots, k, shallow_first)
-            if classes is None and kind is Kind.BROADCAST and topology.num_ranks <= EXACT_MAX_RANKS:
-                classes = grow_exact(topology, units, roots[0], k)  # switchless: exact where greedy is stuck
+            if checked is None:
+                classes = grow(channels, units, roots, k, shallow_first)
+                if classes is None and kind is Kind.BROADCAST and topology.num_ranks <= EXACT_MAX_RANKS:
+                    classes = grow_exact(topology, units, roots[0], k)  # switchless: exact where greedy is stuck
+            else:
+                classes = grow(channels, units, roots, k, shallow_first, checked=checked)
             if classes is not None:
                 return Packing(kind, roots, tuple(classes), k, unit, optimum, "throughput")
         return None
 
-    # within tolerance if growth succeeds there; else with more and more slack
-    first_k = None
+    # within tolerance if growth succeeds there; else, for a broadcast through switches, growth
+    # checked by the cut condition (within a budget of max-flows); else with more and more slack
+    checks = kind is Kind.BROADCAST and topology.num_ranks < topology.num_nodes and topology.num_ranks <= CHECK_MAX_RANKS
+    budget = CheckBudget(CHECK_WORK) if checks else None
+    first_k, first_checked = None, None
     for slack in sorted({tolerance, *FALLBACK_SLACK}):
         if found or slack < tolerance:
             continue
-        for k in range(1, max_trees + 1):
-            result = attempt(k, False, slack)
-            if result is not None:
-                found.append(result)
-                first_k = k
+        for checked in (None, budget) if budget is not None else (None,):
+            for k in range(1, max_trees + 1):
+                result = attempt(k, False, slack, checked)
+                if result is not None:
+                    found.append(result)
+                    first_k, first_checked = k, checked
+                    break
+            if found or (budget is not None and budget.work <= 0):
                 break
     if variants and first_k is not None:
         slack = 1 - found[0].rate_gbps / optimum + 1e-12
         for k in sorted({first_k, min(max_trees, 2 * first_k)}):
             result = attempt(k, True, max(tolerance, slack))
+            if result is None and first_checked is not None:
+                result = attempt(k, True, max(tolerance, slack), first_checked)
             if result is not None and result.height < min(p.height for p in found):
                 found.append(result)
     if not found:
