@@ -1,0 +1,79 @@
+"""slow-feed: scatter-allgather over the fast ranks, the slow-ingress ranks fed in every step
+(synth/algorithms/slow_feed.py)."""
+
+import numpy as np
+import pytest
+
+from synth import generators as gen
+from synth.algorithms.slow_feed import broadcast_steps, build, feed_counts, slow_ranks
+from synth.builtin import get_topology
+from synth.collective import Collective, Kind
+from synth.errors import NotApplicable
+from synth.nccl_model import nccl_model_best
+from synth.registry import synthesize
+from synth.routing import router_for
+from synth.simulate import simulate
+from synth.verify import check
+
+GIB = 1 << 30
+MIB16 = 16 << 20
+
+
+def _us(schedule, topology, size):
+    return simulate(schedule, topology, [size], model="sync")[0].time_us
+
+
+@pytest.fixture(scope="module")
+def nvl72():
+    """random-nvl72-2: 72 GPUs on one NVLink switch at 900 GB/s, tray7-gpu1 (rank 29) at 90."""
+    return gen.random_machine(2, "nvl72")
+
+
+def test_the_slow_rank_is_found(nvl72):
+    carriers, slow = slow_ranks(nvl72, 0)
+    assert slow == [29] and len(carriers) == 70 and 0 not in carriers
+    # the slow rank as root: nobody else is slow
+    with pytest.raises(NotApplicable, match="no rank"):
+        slow_ranks(nvl72, 29)
+
+
+def test_the_slow_rank_gets_every_chunk_once_in_every_step(nvl72):
+    router = router_for(nvl72)
+    carriers, slow = slow_ranks(nvl72, 0)
+    for waves in (1, 3):
+        chunks = waves * len(carriers)
+        roots, feeds = feed_counts(nvl72, router, 0, carriers, slow, waves, 1, GIB / chunks)
+        assert int(roots.sum() + feeds.sum()) == chunks
+        steps = broadcast_steps(0, carriers, slow, waves, 1, roots, feeds)
+        assert len(steps) == waves + 1
+        got = [chunk[dst == 29] for _, dst, chunk in steps]
+        assert all(g.size > 0 for g in got)  # fed in every step
+        assert sorted(np.concatenate(got).tolist()) == list(range(chunks))
+        check(build(nvl72, Collective(Kind.BROADCAST, 72, chunks, 0), router, waves, 1, GIB), nvl72)
+
+
+def test_reaches_the_ingress_bound_within_two_alphas_and_beats_nccl(nvl72):
+    """1 GiB: two steps, n/90 GB/s + 2 x 1 us = 11932.46 us (bound 11931.46: ingress + alpha;
+    NCCL's analytic pick 11942.26; pipelined-tree's 19 steps took 11964.61). 16 MiB: 188.41
+    (bound 187.41, NCCL 198.21, pipelined-tree 190.99)."""
+    for size, expected in ((GIB, 11932.46), (MIB16, 188.41)):
+        ours = synthesize(nvl72, Kind.BROADCAST, "slow-feed", options={"size": size})
+        assert ours.num_steps == 2 and ours.params["slow_ranks"] == [29]
+        mine = _us(ours, nvl72, size)
+        assert mine == pytest.approx(expected, abs=0.01)
+        assert mine < nccl_model_best(nvl72, Kind.BROADCAST, [size])[0].time_us
+
+
+def test_reduce_by_duality_and_another_root(nvl72):
+    reduce = synthesize(nvl72, Kind.REDUCE, "slow-feed", options={"size": GIB})  # verified
+    assert reduce.params["dual_of"] == "broadcast"
+    assert _us(reduce, nvl72, GIB) == pytest.approx(11932.46, abs=0.01)
+    other = synthesize(nvl72, Kind.BROADCAST, "slow-feed", root=40, options={"size": MIB16})
+    assert other.params["slow_ranks"] == [29]
+
+
+def test_not_applicable():
+    with pytest.raises(NotApplicable, match="no rank"):
+        synthesize(get_topology("dgx-a100"), Kind.BROADCAST, "slow-feed")
+    with pytest.raises(NotApplicable, match="does not serve"):
+        synthesize(gen.random_machine(2, "nvl72"), Kind.ALLGATHER, "slow-feed")
