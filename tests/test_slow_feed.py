@@ -64,6 +64,26 @@ def test_reaches_the_ingress_bound_within_two_alphas_and_beats_nccl(nvl72):
         assert mine < nccl_model_best(nvl72, Kind.BROADCAST, [size])[0].time_us
 
 
+def test_the_root_feeds_just_enough(nvl72):
+    """Of the equally fast feeds the LP picks the one that leaves the root's link most free: at
+    1 GiB the root sends the slow rank 8 of the 70 chunks beside its deal (8 at 90 GB/s outlast
+    78 at 900), the carriers the other 62 while they share theirs."""
+    ours = synthesize(nvl72, Kind.BROADCAST, "slow-feed", options={"size": GIB})
+    assert ours.params["root_feeds"] == [[8, 0]] and ours.params["carrier_feeds"] == [[0, 62]]
+
+
+def test_two_slow_ranks_at_different_rates(nvl72):
+    """rank 50's link also degraded (to 1/4): both are fed (the slowest in every step), the
+    schedule verifies, and the time is still bound by the slowest (rank 29's n/90 + 2 alpha)."""
+    topo = gen.degrade(nvl72, nvl72.node_name(50), "nvlink-switch", 0.25, name="nvl72-two-slow")
+    assert slow_ranks(topo, 0)[1] == [29, 50]
+    ours = synthesize(topo, Kind.BROADCAST, "slow-feed", options={"size": GIB})
+    assert _us(ours, topo, GIB) == pytest.approx(11932.46, abs=0.01)
+    assert all((ours.dst[ours.step_slice(t)] == 29).any() for t in range(ours.num_steps))
+    feeds = np.array(ours.params["root_feeds"]) + np.array(ours.params["carrier_feeds"])
+    assert feeds.sum(axis=1).tolist() == [69, 69]  # one wave over the 69 carriers
+
+
 def test_reduce_by_duality_and_another_root(nvl72):
     reduce = synthesize(nvl72, Kind.REDUCE, "slow-feed", options={"size": GIB})  # verified
     assert reduce.params["dual_of"] == "broadcast"

@@ -72,6 +72,8 @@ MAX_CHUNKS = 1024
 MAX_RANKS = 256
 #: branch-and-bound nodes of the feed MIP: a cap in work, not seconds (same answer on any machine)
 MIP_NODES = 50
+#: the cost (µs per chunk) that breaks ties between equally fast feeds towards fewer from the root
+ROOT_FEED_COST = 1e-4
 
 
 def slow_ranks(topology: Topology, root: int) -> tuple[list[int], list[int]]:
@@ -190,7 +192,12 @@ def feed_counts(
     lp = highspy.HighsLp()
     lp.num_col_ = num_cols
     lp.num_row_ = num_rows
-    lp.col_cost_ = np.r_[np.zeros(num_feed), np.ones(steps)]
+    # a tie-break of `ROOT_FEED_COST` µs per chunk the root feeds: of equally fast feeds, the
+    # one that leaves the root's link most free (the root feeds just enough to keep a slow link busy)
+    cost = np.zeros(num_feed)
+    for i in range(len(slow)):
+        cost[i * per_slow : i * per_slow + steps] = ROOT_FEED_COST
+    lp.col_cost_ = np.r_[cost, np.ones(steps)]
     lp.col_lower_ = np.zeros(num_cols)
     lp.col_upper_ = np.full(num_cols, highspy.kHighsInf)
     lp.row_lower_ = np.array(rows_lo)
@@ -198,7 +205,8 @@ def feed_counts(
     lp.integrality_ = [highspy.HighsVarType.kInteger] * num_feed + [highspy.HighsVarType.kContinuous] * steps
     h = seeded_highs_with_columns(lp, np.searchsorted(col_i, np.arange(num_cols + 1)), row_i, val)
     h.setOptionValue("mip_max_nodes", MIP_NODES)
-    h.setOptionValue("mip_rel_gap", 1e-6)
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.setOptionValue("mip_abs_gap", 1e-6)
     with native_stdout_to_stderr():
         h.passModel(lp)
         h.run()
