@@ -12,6 +12,7 @@ from synth.errors import NotApplicable
 from synth.nccl_model import nccl_model_best
 from synth.registry import synthesize
 from synth.routing import router_for
+from synth.topology import topology_from_document
 from synth.simulate import simulate
 from synth.verify import check
 
@@ -82,6 +83,21 @@ def test_two_slow_ranks_at_different_rates(nvl72):
     assert all((ours.dst[ours.step_slice(t)] == 29).any() for t in range(ours.num_steps))
     feeds = np.array(ours.params["root_feeds"]) + np.array(ours.params["carrier_feeds"])
     assert feeds.sum(axis=1).tolist() == [69, 69]  # one wave over the 69 carriers
+
+
+def test_a_mildly_slow_rank_is_fed_too(nvl72):
+    """The slow link at 650 of 900 GB/s (above half, below `SLOW_FRACTION`): still faster than
+    scatter-allgather with the rank as a carrier (1 GiB: 1667.10 against 1721.47 us)."""
+    doc = nvl72.to_document()
+    for link in doc["links"]:
+        if link["bandwidth"] == 90.0:
+            link["bandwidth"] = 650.0
+    topo = topology_from_document(doc, source="<test>")
+    ours = synthesize(topo, Kind.BROADCAST, "slow-feed", options={"size": GIB})
+    theirs = synthesize(topo, Kind.BROADCAST, "scatter-allgather", options={"size": GIB})
+    assert ours.params["slow_ranks"] == [29]
+    assert _us(ours, topo, GIB) == pytest.approx(1667.10, abs=0.01)
+    assert _us(theirs, topo, GIB) == pytest.approx(1721.47, abs=0.01)
 
 
 def test_reduce_by_duality_and_another_root(nvl72):
