@@ -12,8 +12,8 @@ from synth.errors import NotApplicable
 from synth.nccl_model import nccl_model_best
 from synth.registry import synthesize
 from synth.routing import router_for
-from synth.topology import topology_from_document
 from synth.simulate import simulate
+from synth.topology import topology_from_document
 from synth.verify import check
 
 GIB = 1 << 30
