@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from synth import generators as gen
-from synth.algorithms.slow_feed import broadcast_steps, build, feed_counts, slow_ranks
+from synth.algorithms.slow_feed import build, nearest, slow_ranks
 from synth.builtin import get_topology
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
@@ -40,17 +40,39 @@ def test_the_slow_rank_is_found(nvl72):
 
 def test_the_slow_rank_gets_every_chunk_once_in_every_step(nvl72):
     router = router_for(nvl72)
-    carriers, slow = slow_ranks(nvl72, 0)
     for waves in (1, 3):
-        chunks = waves * len(carriers)
-        roots, feeds = feed_counts(nvl72, router, 0, carriers, slow, waves, 1, GIB / chunks)
-        assert int(roots.sum() + feeds.sum()) == chunks
-        steps = broadcast_steps(0, carriers, slow, waves, 1, roots, feeds)
-        assert len(steps) == waves + 1
-        got = [chunk[dst == 29] for _, dst, chunk in steps]
+        chunks = waves * 70
+        ours = build(nvl72, Collective(Kind.BROADCAST, 72, chunks, 0), router, waves, 1, GIB)
+        check(ours, nvl72)
+        assert ours.num_steps == waves + 1
+        got = [ours.chunk[ours.step_slice(t)][ours.dst[ours.step_slice(t)] == 29] for t in range(ours.num_steps)]
         assert all(g.size > 0 for g in got)  # fed in every step
         assert sorted(np.concatenate(got).tolist()) == list(range(chunks))
-        check(build(nvl72, Collective(Kind.BROADCAST, 72, chunks, 0), router, waves, 1, GIB), nvl72)
+        feeds = np.array(ours.params["root_feeds"]) + np.array(ours.params["carrier_feeds"])
+        assert feeds.sum() == chunks
+
+
+def test_the_feeders_are_the_nearest_fast_ranks():
+    """On a rail-only two-box machine the fast ranks of the slow GPU's own box feed it (through
+    the NVSwitch), not the other box's (through the NICs)."""
+    topo = get_topology("dgx-a100x2")
+    topo = gen.degrade(topo, topo.node_name(12), "n1-nvswitch", 0.1, name="a100x2-slow12")
+    carriers, slow = slow_ranks(topo, 0)
+    assert slow == [12]
+    assert nearest(router_for(topo), carriers, 0, 12).tolist() == [8, 9, 10, 11, 13, 14, 15]
+
+
+def test_a_tree_base_where_the_flat_shape_has_no_paths():
+    """dgx-a100x2 with GPU 12's NVSwitch link at 1/10 (rail-only network: the flat shape has no
+    switch path between most pairs): packing's trees over the other ranks, GPU 12 fed by its box
+    in every step; at 16 MiB 379.41 us where packing over the whole machine takes 388.50."""
+    topo = get_topology("dgx-a100x2")
+    topo = gen.degrade(topo, topo.node_name(12), "n1-nvswitch", 0.1, name="a100x2-slow12")
+    ours = synthesize(topo, Kind.BROADCAST, "slow-feed", options={"size": MIB16})
+    assert ours.params["base"] == "packing"
+    assert _us(ours, topo, MIB16) == pytest.approx(379.41, abs=0.01)
+    theirs = synthesize(topo, Kind.BROADCAST, "packing", options={"size": MIB16})
+    assert _us(theirs, topo, MIB16) == pytest.approx(388.50, abs=0.01)
 
 
 def test_reaches_the_ingress_bound_within_two_alphas_and_beats_nccl(nvl72):

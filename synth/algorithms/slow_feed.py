@@ -18,40 +18,49 @@ receives nothing is added to it: the best pipelines found (19 steps of ``pipelin
    data, each chunk from the carrier holding it that has sent least in that step), the root
    sending it more where its link is free (in the last step it is idle).
 
-How many chunks each slow rank gets from the root and from the carriers in each step is an
-integer LP over the step-synchronous model (docs/formats.md, 'Step-synchronous cost'): with the
-carriers' deal and allgather fixed, a step t lasts at least α(paths over ℓ) + bytes(ℓ, t)/bw(ℓ) for
-every link ℓ, the bytes linear in the feeds (a carrier feed spread evenly over the carriers);
-minimise Σ_t z_t with every slow rank getting all chunks, and the carriers feeding only chunks of
-waves already dealt. On random-nvl72-2 at 1 GiB (root 0): one wave of 70 chunks, the root sends
-the slow rank 8 chunks beside the deal (its step takes 8 chunks at 90 GB/s, 1 364 µs, the root's
-78 at 900 1 302 µs), the carriers the other 62 while they share theirs: 1 364 + 10 568 = 11 932.46
-µs, n/90 GB/s + 2α, 1 µs above the ingress bound (NCCL's analytic model 11 942.26, the best found
-before 11 964.61).
+The feeds are laid over a base schedule that leaves the slow ranks out (`overlay`): the flat
+base above (`flat_base`), or, where ranks sit in boxes or a pair has no switch-only path,
+``packing``'s trees over the machine as the fast ranks see it (`tree_base`). A slow rank is fed by
+the root and by its nearest fast ranks (`nearest`: fewest switch hops; every rank on one switch,
+its own box in a fat-tree). How many chunks it gets from each side in each step is an integer LP
+over the step-synchronous model (docs/formats.md, 'Step-synchronous cost'): with the base fixed,
+a step t lasts at least α(paths over ℓ) + bytes(ℓ, t)/bw(ℓ) for every link ℓ, the bytes linear
+in the feeds (a feed from the fast ranks spread evenly over those that hold something then);
+minimise Σ_t z_t with every slow rank getting every chunk once and its feeders feeding only
+chunks they hold (a tie-break leaves the root's link as free as it can). On random-nvl72-2 at
+1 GiB (root 0): one wave of 70 chunks, the root sends the slow rank 8 chunks beside the deal (its
+step takes 8 chunks at 90 GB/s, 1 364 µs, the root's 78 at 900 1 302 µs), the carriers the other
+62 while they share theirs: 1 364 + 10 568 = 11 932.46 µs, n/90 GB/s + 2α, 1 µs above the ingress
+bound (NCCL's analytic model 11 942.26, the best found before 11 964.61).
 
 Applies to broadcast (reduce: the broadcast of the reversed machine run backwards with reduces,
 `engines.builders.by_duality`) on machines where at least one rank other than the root has less
 than `SLOW_FRACTION` of the median ingress of the others, at most a quarter of the ranks are that
-slow, and every pair the shape uses has a switch-only path. The number of waves (and chunks per
-carrier) is chosen at the size (``size`` option, default `REFERENCE_SIZE`) by the step model.
+slow, and the root and some fast rank reach each slow one by switches alone. The shape (flat with
+its number of waves and chunks per carrier, or trees) is chosen at the size (``size`` option,
+default `REFERENCE_SIZE`) by the step model.
 """
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from synth.algorithms import packing
 from synth.algorithms.engines.builders import by_duality
+from synth.algorithms.engines.composition import induced_topology
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
 from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, one_chunk
 from synth.routing import Router, router_for
-from synth.schedule import Schedule
+from synth.schedule import OP_COPY, Schedule, ScheduleBuilder
+from synth.simulate.paths import transfer_paths
 from synth.simulate.sync import BYTES_PER_US_PER_GBPS
 from synth.solver_output import native_stdout_to_stderr, seeded_highs_with_columns
 from synth.topology import Topology
@@ -74,6 +83,8 @@ PATIENCE = 2
 MAX_CHUNKS = 1024
 #: machines of more ranks are left to the other methods
 MAX_RANKS = 256
+#: the most holdings (steps × ranks × chunks) tracked for a base schedule
+MAX_HOLDINGS = 64 << 20
 #: branch-and-bound nodes of the feed MIP: a cap in work, not seconds (same answer on any machine)
 MIP_NODES = 50
 #: the cost (µs per chunk) that breaks ties between equally fast feeds towards fewer from the root
@@ -127,67 +138,182 @@ class Paths:
         return count, latency
 
 
+def flat_base(topology: Topology, router: Router, root: int, carriers: list[int], waves: int, per: int) -> Schedule:
+    """The fast ranks' scatter-allgather, the slow ranks left out: in step t < W the root deals
+    wave t round the carriers (chunk c to carrier c mod |carriers|), in step t ≥ 1 each chunk of
+    wave t − 1 goes from its owner to every other carrier (not a whole broadcast: `overlay` adds
+    the slow ranks' feeds)."""
+    width = len(carriers)
+    chunks = waves * width * per
+    fast = np.asarray(carriers, dtype=np.int64)
+    ids = np.arange(chunks, dtype=np.int64)
+    owner = fast[ids % width]
+    wave = ids // (width * per)
+    steps: list[LogicalStep] = []
+    for t in range(waves + 1):
+        dealt = ids[wave == t]
+        shared = ids[wave == t - 1]
+        src = np.repeat(owner[shared], width)
+        dst = np.tile(fast, shared.size)
+        keep = src != dst
+        steps.append(
+            logical_step(
+                np.concatenate([np.full(dealt.size, root), src[keep]]),
+                np.concatenate([owner[dealt], dst[keep]]),
+                np.concatenate([dealt, np.repeat(shared, width)[keep]]),
+            )
+        )
+    coll = Collective(Kind.BROADCAST, topology.num_ranks, chunks, root)
+    return lower_copies(
+        topology, coll, steps, NAME, {"base": "scatter-allgather", "waves": waves, "chunks_per_carrier": per}, router
+    )
+
+
+def tree_base(topology: Topology, root: int, carriers: list[int], size: int) -> Schedule:
+    """``packing``'s broadcast (tuned for ``size``) on the machine as the root and the carriers
+    see it (`engines.composition.induced_topology`: no path through a slow rank), its ranks
+    mapped back."""
+    keep = np.asarray([root, *carriers], dtype=np.int64)
+    sub = induced_topology(topology, keep.tolist(), f"{topology.name}-fast")
+    schedule = packing.METHOD.synthesize(sub, Kind.BROADCAST, root=0, options={"size": size})
+    coll = Collective(Kind.BROADCAST, topology.num_ranks, schedule.collective.chunks_per_piece, root)
+    builder = ScheduleBuilder(coll, topology, NAME, {"base": "packing", **schedule.params})
+    routes = np.array([builder.route_id(r) for r in schedule.routes], dtype=np.int64)
+    for t in range(schedule.num_steps):
+        sl = schedule.step_slice(t)
+        builder.add_step_arrays(
+            keep[schedule.src[sl]], keep[schedule.dst[sl]], schedule.chunk[sl], OP_COPY, routes[schedule.route[sl]]
+        )
+    return builder.build()
+
+
+def base_loads(topology: Topology, base: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """(chunks per [step, link], largest path latency per [step, link], −inf where none) of
+    ``base``."""
+    paths = transfer_paths(base, topology)
+    lengths = np.diff(paths.ptr)
+    step = np.repeat(base.step_of_transfer, lengths)
+    load = np.zeros((base.num_steps, len(topology.links)))
+    latency = np.full(load.shape, -np.inf)
+    np.add.at(load, (step, paths.links), 1.0)
+    np.maximum.at(latency, (step, paths.links), np.repeat(paths.latency_us, lengths))
+    return load, latency
+
+
+def nearest(router: Router, fast: list[int], root: int, v: int) -> np.ndarray:
+    """The non-root fast ranks that feed slow rank ``v``: those of fewest hops to it by switches
+    (on one switch every rank; in a fat-tree the ranks of its own box, so the feeds do not cross
+    the network)."""
+    hops = {h: r.hops for h in fast if h != root and (r := router.route(h, v)) is not None}
+    if not hops:
+        raise NotApplicable(f"{NAME}: no fast rank reaches rank {v} by switches alone")
+    least = min(hops.values())
+    return np.asarray(sorted(h for h, n in hops.items() if n == least), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What a slow rank's feeders (`nearest`) hold as ``base`` runs: ``feeders[t]`` those that
+    hold something at the start of step t, ``available[t]`` how many distinct chunks they hold
+    then, ``order`` the chunks in the order they first reach one of them, ``held[t]`` every
+    rank's holdings at the start of step t (ranks × chunks, shared by the slow ranks)."""
+
+    feeders: list[np.ndarray]
+    available: np.ndarray
+    order: np.ndarray
+    held: list[np.ndarray]
+
+
+def snapshots(base: Schedule, root: int) -> list[np.ndarray]:
+    """Every rank's holdings at the start of each step of ``base`` (ranks × chunks)."""
+    r, k = base.collective.num_ranks, base.collective.num_chunks
+    if base.num_steps * r * k > MAX_HOLDINGS:
+        raise NotApplicable(f"{NAME}: {base.num_steps} steps x {r} ranks x {k} chunks of holdings is too many")
+    held = np.zeros((r, k), dtype=bool)
+    held[root] = True
+    out = []
+    for t in range(base.num_steps):
+        out.append(held.copy())
+        sl = base.step_slice(t)
+        held[base.dst[sl], base.chunk[sl]] = True
+    return out
+
+
+def holdings(held: list[np.ndarray], near: np.ndarray) -> Holdings:
+    k = held[0].shape[1]
+    first = np.full(k, len(held))
+    feeders, available = [], []
+    for t, now in enumerate(held):
+        have = now[near]
+        feeders.append(near[have.any(axis=1)])
+        got = have.any(axis=0)
+        available.append(int(got.sum()))
+        first[got & (first == len(held))] = t
+    order = np.lexsort((np.arange(k), first))
+    return Holdings(feeders, np.asarray(available, dtype=np.int64), order, held)
+
+
 def feed_counts(
-    topology: Topology, router: Router, root: int, carriers: list[int], slow: list[int], waves: int, per: int, chunk_bytes: float
+    topology: Topology, router: Router, base: Schedule, holds: list[Holdings], root: int, slow: list[int], chunk_bytes: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(root feeds [slow, step], carrier feeds [slow, step]) in whole chunks for ``waves`` waves of
-    ``per`` chunks per carrier (module docstring: the integer LP). NotApplicable where HiGHS finds
-    no solution."""
+    """(root feeds [slow, step], feeds from the other fast ranks [slow, step]) in whole chunks
+    (module docstring: the integer LP; a feed from the others spread evenly over the ranks that
+    hold something then). NotApplicable where HiGHS finds no solution."""
     import highspy
 
     paths = Paths(topology, router)
-    steps = waves + 1
-    width = len(carriers)
-    chunks = waves * width * per
+    steps = base.num_steps
+    chunks = base.collective.num_chunks
     inv_bw = chunk_bytes / (topology.bandwidth_array * BYTES_PER_US_PER_GBPS)  # µs per chunk per link
-    deal_n, deal_lat = paths.load([(root, q) for q in carriers], per)
-    gather_n, gather_lat = paths.load([(q, p) for q in carriers for p in carriers if p != q], per)
-    root_feed = [paths.load([(root, s)], 1.0) for s in slow]
-    carrier_feed = [paths.load([(q, s) for q in carriers], 1.0 / width) for s in slow]
-    # columns: per slow rank r_0 … r_W (root), f_1 … f_W (carriers); then z_0 … z_W
-    per_slow = 2 * steps - 1
+    load, latency = base_loads(topology, base)
+    root_feed = [paths.load([(root, v)], 1.0) for v in slow]
+    # per slow rank and step: the others' feed, spread over the feeders that reach it by switches
+    spread: list[list[tuple[np.ndarray, np.ndarray] | None]] = []
+    for v, hold in zip(slow, holds, strict=True):
+        per_step: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for t in range(steps):
+            ranks = hold.feeders[t].tolist()
+            per_step.append(paths.load([(h, v) for h in ranks], 1.0 / len(ranks)) if ranks else None)
+        spread.append(per_step)
+    # columns: per slow rank r_0 … r_{T−1} (root), f_0 … f_{T−1} (the others); then z_0 … z_{T−1}
+    per_slow = 2 * steps
     num_feed = per_slow * len(slow)
     num_cols = num_feed + steps
     rows_lo: list[float] = []
+    rows_hi: list[float] = []
     entries: list[tuple[int, int, float]] = []  # (row, col, value)
     for t in range(steps):
-        base = np.zeros(len(topology.links))
-        lat = np.full(len(topology.links), -np.inf)
-        if t < waves:
-            base += deal_n
-            lat = np.maximum(lat, deal_lat)
-        if t > 0:
-            base += gather_n
-            lat = np.maximum(lat, gather_lat)
+        lat = latency[t].copy()
         terms: list[tuple[int, np.ndarray]] = []
         for i in range(len(slow)):
-            col0 = i * per_slow
-            terms.append((col0 + t, root_feed[i][0]))
+            terms.append((i * per_slow + t, root_feed[i][0]))
             lat = np.maximum(lat, root_feed[i][1])
-            if t > 0:
-                terms.append((col0 + steps + t - 1, carrier_feed[i][0]))
-                lat = np.maximum(lat, carrier_feed[i][1])
+            if spread[i][t] is not None:
+                terms.append((i * per_slow + steps + t, spread[i][t][0]))
+                lat = np.maximum(lat, spread[i][t][1])
         for link in np.flatnonzero(np.isfinite(lat)).tolist():
             row = len(rows_lo)
-            rows_lo.append(lat[link] + base[link] * inv_bw[link])
+            rows_lo.append(lat[link] + load[t, link] * inv_bw[link])
+            rows_hi.append(np.inf)
             entries.append((row, num_feed + t, 1.0))
             for col, coef in terms:
                 if coef[link]:
                     entries.append((row, col, -coef[link] * inv_bw[link]))
+    upper_cols = np.full(num_cols, np.inf)
     for i in range(len(slow)):
         col0 = i * per_slow
         row = len(rows_lo)  # every chunk, once
         rows_lo.append(float(chunks))
+        rows_hi.append(float(chunks))
         entries += [(row, col0 + c, 1.0) for c in range(per_slow)]
-        # the carriers feed only chunks of waves dealt before: Σ_{u ≤ t} f_u ≤ t·width·per
-        for t in range(1, steps):
+        for t in range(steps):
+            if spread[i][t] is None:
+                upper_cols[col0 + steps + t] = 0.0
+            # the others feed only chunks they hold: Σ_{u ≤ t} f_u ≤ what they hold at step t
             row = len(rows_lo)
-            rows_lo.append(-float(min(chunks, t * width * per)))
-            entries += [(row, col0 + steps + u - 1, -1.0) for u in range(1, t + 1)]
-    num_rows = len(rows_lo)
-    upper = np.full(num_rows, highspy.kHighsInf)
-    for i in range(len(slow)):  # the equality rows
-        upper[num_rows - len(slow) * steps + i * steps] = float(chunks)
+            rows_lo.append(-float(holds[i].available[t]))
+            rows_hi.append(np.inf)
+            entries += [(row, col0 + steps + u, -1.0) for u in range(t + 1)]
     row_i = np.array([e[0] for e in entries], dtype=np.int64)
     col_i = np.array([e[1] for e in entries], dtype=np.int64)
     val = np.array([e[2] for e in entries])
@@ -195,7 +321,7 @@ def feed_counts(
     row_i, col_i, val = row_i[order], col_i[order], val[order]
     lp = highspy.HighsLp()
     lp.num_col_ = num_cols
-    lp.num_row_ = num_rows
+    lp.num_row_ = len(rows_lo)
     # a tie-break of `ROOT_FEED_COST` µs per chunk the root feeds: of equally fast feeds, the
     # one that leaves the root's link most free (the root feeds just enough to keep a slow link busy)
     cost = np.zeros(num_feed)
@@ -203,9 +329,9 @@ def feed_counts(
         cost[i * per_slow : i * per_slow + steps] = ROOT_FEED_COST
     lp.col_cost_ = np.r_[cost, np.ones(steps)]
     lp.col_lower_ = np.zeros(num_cols)
-    lp.col_upper_ = np.full(num_cols, highspy.kHighsInf)
+    lp.col_upper_ = np.where(np.isinf(upper_cols), highspy.kHighsInf, upper_cols)
     lp.row_lower_ = np.array(rows_lo)
-    lp.row_upper_ = upper
+    lp.row_upper_ = np.where(np.isinf(rows_hi), highspy.kHighsInf, rows_hi)
     lp.integrality_ = [highspy.HighsVarType.kInteger] * num_feed + [highspy.HighsVarType.kContinuous] * steps
     h = seeded_highs_with_columns(lp, np.searchsorted(col_i, np.arange(num_cols + 1)), row_i, val)
     h.setOptionValue("mip_max_nodes", MIP_NODES)
@@ -217,98 +343,88 @@ def feed_counts(
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal and h.getInfo().primal_solution_status != 2:
         raise NotApplicable(f"{NAME}: the feed LP found no solution ({h.modelStatusToString(h.getModelStatus())})")
     values = np.round(np.array(h.getSolution().col_value[:num_feed])).astype(np.int64).reshape(len(slow), per_slow)
-    root_counts = values[:, :steps]
-    carrier_counts = np.zeros((len(slow), steps), dtype=np.int64)
-    carrier_counts[:, 1:] = values[:, steps:]
-    return root_counts, carrier_counts
+    return values[:, :steps], values[:, steps:]
 
 
-def broadcast_steps(
-    root: int,
-    carriers: list[int],
-    slow: list[int],
-    waves: int,
-    per: int,
-    root_counts: np.ndarray,
-    carrier_counts: np.ndarray,
-) -> list[LogicalStep]:
-    """The logical steps (module docstring) for the feeds of `feed_counts`."""
-    width = len(carriers)
-    chunks = waves * width * per
-    fast = np.asarray(carriers, dtype=np.int64)
-    ids = np.arange(chunks, dtype=np.int64)
-    owner = fast[ids % width]
-    wave = ids // (width * per)
-    slot = {q: i for i, q in enumerate(carriers)}
-    front = [0] * len(slow)  # next chunk a slow rank gets from the carriers
-    back = [chunks] * len(slow)  # the root feeds chunks back[i] − 1, back[i] − 2, …
-    steps: list[LogicalStep] = []
-    for t in range(waves + 1):
-        src: list[np.ndarray] = []
-        dst: list[np.ndarray] = []
-        chunk: list[np.ndarray] = []
-        dealt = ids[wave == t]
-        src.append(np.full(dealt.size, root))
-        dst.append(owner[dealt])
-        chunk.append(dealt)
-        shared = ids[wave == t - 1]
-        s = np.repeat(owner[shared], width)
-        d = np.tile(fast, shared.size)
-        keep = s != d
-        src.append(s[keep])
-        dst.append(d[keep])
-        chunk.append(np.repeat(shared, width)[keep])
-        sent = np.zeros(width, dtype=np.int64)  # carrier feeds in this step (the allgather is even)
+def overlay(
+    topology: Topology, router: Router, base: Schedule, root: int, slow: list[int], size: int, params: dict[str, Any]
+) -> Schedule:
+    """``base`` (a broadcast over the root and the fast ranks) with every slow rank fed in its
+    steps as `feed_counts` sizes it: the root's chunks from the end of ``order``, the others'
+    from its start, each from the holder that has sent least in that step."""
+    fast = [v for v in range(topology.num_ranks) if v not in slow]
+    held = snapshots(base, root)
+    holds = [holdings(held, nearest(router, fast, root, v)) for v in slow]
+    chunks = base.collective.num_chunks
+    root_counts, other_counts = feed_counts(topology, router, base, holds, root, slow, size / chunks)
+    coll = Collective(Kind.BROADCAST, topology.num_ranks, base.collective.chunks_per_piece, root)
+    builder = ScheduleBuilder(coll, topology, NAME, {**params, "slow_ranks": slow})
+    routes = np.array([builder.route_id(r) for r in base.routes], dtype=np.int64)
+    front = [0] * len(slow)  # next position in ``order`` a slow rank gets from the others
+    back = [chunks] * len(slow)  # the root feeds order[back − 1], order[back − 2], …
+    fed_root = np.zeros_like(root_counts)
+    fed_other = np.zeros_like(other_counts)
+    for t in range(base.num_steps):
+        sl = base.step_slice(t)
+        parts = [(base.src[sl], base.dst[sl], base.chunk[sl], routes[base.route[sl]])]
+        now = held[t]
+        sent = np.bincount(base.src[sl], minlength=topology.num_ranks)  # sends per rank in this step
         for i, v in enumerate(slow):
-            got = int(root_counts[i, t])
-            lo = max(back[i] - got, front[i])
-            fed = np.arange(lo, back[i], dtype=np.int64)
+            order, feeders = holds[i].order, holds[i].feeders[t]
+            src: list[int] = []
+            got: list[int] = []
+            lo = max(back[i] - int(root_counts[i, t]), front[i])
+            got += order[lo : back[i]].tolist()
+            src += [root] * (back[i] - lo)
+            fed_root[i, t] = back[i] - lo
             back[i] = lo
-            src.append(np.full(fed.size, root))
-            dst.append(np.full(fed.size, v))
-            chunk.append(fed)
-            want = min(int(carrier_counts[i, t]), back[i] - front[i])
-            fs: list[int] = []
-            for c in range(front[i], front[i] + want):
-                if wave[c] >= t:
-                    break  # not yet held by any carrier
-                if wave[c] == t - 1:
-                    q = slot[int(owner[c])]
-                else:
-                    q = int(np.argmin(sent))
+            while fed_other[i, t] < other_counts[i, t] and front[i] < back[i] and feeders.size:
+                c = int(order[front[i]])
+                holders = feeders[now[feeders, c]]
+                if holders.size == 0:
+                    break  # not yet held by any feeder
+                q = int(holders[np.argmin(sent[holders])])
                 sent[q] += 1
-                fs.append(carriers[q])
-            src.append(np.asarray(fs, dtype=np.int64))
-            dst.append(np.full(len(fs), v))
-            chunk.append(np.arange(front[i], front[i] + len(fs), dtype=np.int64))
-            front[i] += len(fs)
-        steps.append(logical_step(np.concatenate(src), np.concatenate(dst), np.concatenate(chunk)))
+                src.append(q)
+                got.append(c)
+                front[i] += 1
+                fed_other[i, t] += 1
+            if src:
+                a = np.asarray(src, dtype=np.int64)
+                rid = np.asarray([builder.route_id(router.via_names(int(x), v)) for x in a.tolist()], dtype=np.int64)
+                parts.append((a, np.full(a.size, v), np.asarray(got, dtype=np.int64), rid))
+        builder.add_step_arrays(
+            *(np.concatenate([p[j] for p in parts]) for j in range(3)), OP_COPY, np.concatenate([p[3] for p in parts])
+        )
     missing = [v for i, v in enumerate(slow) if front[i] < back[i]]
-    if missing:  # (the LP gives every chunk; rounding could leave some: the last step takes them)
+    if missing:  # (the LP gives every chunk; a feed from the others may find fewer held than it counts)
         raise NotApplicable(f"{NAME}: the feeds leave ranks {missing} short")
-    return steps
+    builder.params.update({"root_feeds": fed_root.tolist(), "carrier_feeds": fed_other.tolist()})
+    return builder.build()
 
 
 def build(topology: Topology, collective: Collective, router: Router, waves: int, per: int, size: int) -> Schedule:
-    """The schedule of ``waves`` waves of ``per`` chunks per carrier, fed for ``size`` bytes."""
+    """The flat shape: ``waves`` waves of ``per`` chunks per carrier, fed for ``size`` bytes."""
     root = collective.root
     carriers, slow = slow_ranks(topology, root)
-    chunks = waves * len(carriers) * per
-    coll = Collective(Kind.BROADCAST, collective.num_ranks, chunks, root)
-    root_counts, carrier_counts = feed_counts(topology, router, root, carriers, slow, waves, per, size / chunks)
-    steps = broadcast_steps(root, carriers, slow, waves, per, root_counts, carrier_counts)
-    params = {
-        "waves": waves,
-        "chunks_per_carrier": per,
-        "slow_ranks": slow,
-        "root_feeds": root_counts.tolist(),
-        "carrier_feeds": carrier_counts.tolist(),
-    }
-    return lower_copies(topology, coll, steps, NAME, params, router)
+    base = flat_base(topology, router, root, carriers, waves, per)
+    return overlay(
+        topology, router, base, root, slow, size, {"base": "scatter-allgather", "waves": waves, "chunks_per_carrier": per}
+    )
+
+
+def build_tree(topology: Topology, collective: Collective, router: Router, size: int) -> Schedule:
+    """The tree shape: ``packing``'s broadcast over the fast ranks (`tree_base`), fed for ``size``
+    bytes."""
+    root = collective.root
+    carriers, slow = slow_ranks(topology, root)
+    base = tree_base(topology, root, carriers, size)
+    return overlay(topology, router, base, root, slow, size, dict(base.params))
 
 
 def best_broadcast(topology: Topology, root: int | None, router: Router, size: int | None, requested: int | None) -> Schedule:
-    """The fastest of the wave and chunk counts at ``size`` (default `REFERENCE_SIZE`)."""
+    """The fastest of the flat shapes (wave and chunk counts) and the tree shape at ``size``
+    (default `REFERENCE_SIZE`)."""
     base = Collective(Kind.BROADCAST, topology.num_ranks, 1, root)
     carriers, _ = slow_ranks(topology, base.root)
     at = size if size is not None else REFERENCE_SIZE
@@ -318,11 +434,15 @@ def best_broadcast(topology: Topology, root: int | None, router: Router, size: i
         shapes = [w for w in WAVES if w * width * per <= MAX_CHUNKS]
         if requested is not None:
             shapes = [w for w in shapes if w * width * per == requested]
-        timed += timed_sweep(
-            shapes, lambda w, per=per: build(topology, base, router, w, per, at), topology, at, patience=PATIENCE
-        )
+        with suppress(NotApplicable):  # (a pair without a switch-only path: only the tree shape)
+            timed += timed_sweep(
+                shapes, lambda w, per=per: build(topology, base, router, w, per, at), topology, at, patience=PATIENCE
+            )
+    if requested is None:
+        with suppress(NotApplicable):
+            timed += timed_sweep([None], lambda _: build_tree(topology, base, router, at), topology, at)
     if not timed:
-        raise NotApplicable(f"{NAME}: no wave count fits (chunk counts are multiples of {width} up to {MAX_CHUNKS})")
+        raise NotApplicable(f"{NAME}: no shape fits {topology.name} (chunk counts are multiples of {width} up to {MAX_CHUNKS})")
     schedule = fastest(timed)
     if size is not None:
         schedule = replace(schedule, params={**schedule.params, "chosen_at_size": size})
