@@ -73,6 +73,8 @@ def test_a_tree_base_where_the_flat_shape_has_no_paths():
     assert _us(ours, topo, MIB16) == pytest.approx(379.41, abs=0.01)
     theirs = synthesize(topo, Kind.BROADCAST, "packing", options={"size": MIB16})
     assert _us(theirs, topo, MIB16) == pytest.approx(388.50, abs=0.01)
+    reduce = synthesize(topo, Kind.REDUCE, "slow-feed", options={"size": MIB16})  # verified
+    assert reduce.params["dual_of"] == "broadcast" and reduce.params["slow_ranks"] == [12]
 
 
 def test_reaches_the_ingress_bound_within_two_alphas_and_beats_nccl(nvl72):
