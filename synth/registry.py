@@ -31,6 +31,7 @@ from synth.algorithms import (
     recursive_halving,
     ring,
     scatter_allgather,
+    slow_feed,
     socket_pipeline,
     weighted_two_shot,
 )
@@ -62,6 +63,7 @@ _TABLE: tuple[Method, ...] = (
     socket_pipeline.METHOD,
     duplex_packing.METHOD,
     host_deal.METHOD,
+    slow_feed.METHOD,
 )
 
 #: every method by name, ``auto`` (a method over all the others) last

@@ -34,6 +34,7 @@ MODULES = [
     "socket_pipeline",
     "duplex_packing",
     "host_deal",
+    "slow_feed",
 ]
 
 
