@@ -38,6 +38,12 @@ from synth.topology import Topology
 NAME = "scatter-allgather"
 #: waves tried with the ``size`` option
 WAVE_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128)
+#: the sweep tries waves only up to about this many transfers per schedule (W·(R − 1)²): on 128
+#: ranks 64 waves, as many as a fine pipeline there needs; on a box of 8, every choice
+SWEEP_TRANSFERS = 1_100_000
+#: above this many transfers per schedule only powers of two are tried (the sweep's cost grows
+#: with the transfers; on machines of more than 40 ranks the fine steps between them matter little)
+FINE_TRANSFERS = 100_000
 OPTIONS = frozenset({"size"})
 
 
@@ -100,7 +106,7 @@ def default_chunks(kind: Kind, topology: Topology) -> int:
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options) -> Schedule:
     """The scatter-allgather broadcast or reduce. With ``size`` (bytes) and no chunk count from the
-    caller, the number of waves among `WAVE_CHOICES`, each with and without a closing chunk, whose
+    caller, the number of waves among `WAVE_CHOICES` (up to `SWEEP_TRANSFERS`), each with and without a closing chunk, whose
     schedule is fastest at that size (step-synchronous model), tried in increasing order until two
     in a row are slower."""
     size = size_option(NAME, options, OPTIONS)
@@ -118,7 +124,10 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             return plain
         return fastest(timed_sweep((plain, chunks(n * waves + 1)), lambda schedule: schedule, topology, size))
 
-    return fastest(timed_sweep(WAVE_CHOICES, build, topology, size, patience=2))
+    choices = [
+        w for w in WAVE_CHOICES if w == 1 or w * n * n <= FINE_TRANSFERS or (w & (w - 1) == 0 and w * n * n <= SWEEP_TRANSFERS)
+    ]
+    return fastest(timed_sweep(choices, build, topology, size, patience=2))
 
 
 METHOD = Method(
