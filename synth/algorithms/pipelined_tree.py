@@ -54,6 +54,10 @@ cost') says is fastest:
   only and they allgather among themselves: the root host's network links carry each byte once
   instead of (H − 1)/H of it twice, which is what the pipeline's steady state needs where they
   are the bottleneck (one NIC per host: random-multihost-1 at 1 MiB 189.5 → 163.9 µs).
+  On a fat-tree with oversubscribed racks (`host_racks`) the allgather may be rack-aware
+  (`rack_plan`): each piece goes to the other hosts of its rack and crosses into every other rack
+  once, to one host there that passes it on inside its rack in the next step, instead of crossing
+  a rack's uplink once per destination host.
 
 - Ramped slices (`synth.algorithms.engines.slice_ramp`, ``slices``): for the fastest ``kary`` and
   ``scatter-allgather`` series, slices of unequal whole chunks (waves), sized by an LP over the
@@ -109,8 +113,11 @@ SA_WAVES = (1, 2, 3, 4, 6, 8, 12, 16)
 RACK_WAVES = (1, 2, 4)
 #: logical transfers of the one finer rack-aware ramp built after the others (`broadcast_candidates`)
 RACK_BUDGET = 4 * 400_000
-#: slices of the LP that picks the return variant of the finer rack-aware ramp
-ALONE_SLICES = 32
+#: slice counts of the LPs that pick the series and return variant of the rack-aware ramp
+#: (`rack_ramp`: the least optimum of these)
+ALONE_SLICES = (8, 32)
+#: rack-aware series whose equal waves take more than this times the fastest one's get no ramp
+RACK_SPREAD = 2.0
 #: stop doubling the chunks after this many slower results in a row
 PATIENCE = 2
 #: machines without hosts are ordered by route latency up to this many ranks (rank order beyond)
@@ -967,6 +974,8 @@ def broadcast_candidates(
         for v in [v for v in ranked if v[3].kind == kind and not v[3].racks][:RAMP_SERIES]
     ]
     racked = [v for v in ranked if v[3].racks] if ramp and requested is None else []
+    # (series whose equal waves are more than `RACK_SPREAD` times the fastest one's are left out)
+    racked = [v for v in racked if v[0] <= RACK_SPREAD * racked[0][0]]
     for _, _, layout, shape in sorted(chosen, key=lambda v: v[:2]) if ramp else []:
         for ramped in ramped_shapes(topology, layout, root, shape, requested, size, spreads):
             schedule = build_broadcast(topology, layout, root, ramped, size, spreads)
@@ -1062,16 +1071,17 @@ def rack_ramp(
 ) -> tuple[Layout, Shape] | None:
     """The one ramped rack-aware candidate built (`rack_plan`): every stage of its waves is
     network-paced, so its fill falls with the wave count only and its equal waves say little of
-    its ramps. Over every rack-aware series and return variant, the one whose ramp LP optimum at
-    `ALONE_SLICES` slices is least (templates of one wave: cheap), ramped with as many waves as
+    its ramps. Over the rack-aware series (`RACK_SPREAD`) and their return variants, the one whose
+    ramp LP optimum at `ALONE_SLICES` slices is least (templates of one wave: cheap), ramped with as many waves as
     `RACK_BUDGET` allows (the best ramp alone)."""
     scored: list[tuple[float, int, Layout, Shape, Any, RampSetup]] = []
     for layout, shape in series:
         setup = ramp_setup(topology, layout, root, shape, None, size, spreads, RACK_BUDGET)
         for variant, loads in setup.templates if setup is not None else ():
-            found = ramp_lp(loads, min(ALONE_SLICES, setup.units), setup.units, setup.chunk_bytes)
-            if found is not None:
-                scored.append((found[0], len(scored), layout, variant, loads, setup))
+            found = [ramp_lp(loads, min(k, setup.units), setup.units, setup.chunk_bytes) for k in ALONE_SLICES]
+            optima = [f[0] for f in found if f is not None]
+            if optima:
+                scored.append((min(optima), len(scored), layout, variant, loads, setup))
     if not scored:
         return None
     _, _, layout, variant, loads, setup = min(scored, key=lambda v: v[:2])
