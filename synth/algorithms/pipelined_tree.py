@@ -54,6 +54,10 @@ cost') says is fastest:
   only and they allgather among themselves: the root host's network links carry each byte once
   instead of (H − 1)/H of it twice, which is what the pipeline's steady state needs where they
   are the bottleneck (one NIC per host: random-multihost-1 at 1 MiB 189.5 → 163.9 µs).
+  On a fat-tree with oversubscribed racks (`host_racks`) the allgather may be rack-aware
+  (`rack_plan`): each piece goes to the other hosts of its rack and crosses into every other rack
+  once, to one host there that passes it on inside its rack in the next step, instead of crossing
+  a rack's uplink once per destination host.
 
 - Ramped slices (`synth.algorithms.engines.slice_ramp`, ``slices``): for the fastest ``kary`` and
   ``scatter-allgather`` series, slices of unequal whole chunks (waves), sized by an LP over the
@@ -84,7 +88,7 @@ from synth.algorithms.engines.lowering import logical_step, lower_copies
 from synth.algorithms.engines.path_channels import components
 from synth.algorithms.engines.rail_routes import PathFinder, RouteBalancer, RoutedStep, lower_routed
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
-from synth.algorithms.engines.slice_ramp import ramps, stage_loads
+from synth.algorithms.engines.slice_ramp import ramp_lp, ramps, stage_loads
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, one_chunk
@@ -103,6 +107,17 @@ KARY_FANOUTS = (1, 2, 3, 4)
 MAX_CHUNKS_PER_PART = 256
 #: waves tried for the scatter-allgather shape (each one piece per group of every part)
 SA_WAVES = (1, 2, 3, 4, 6, 8, 12, 16)
+#: waves tried for the rack-aware scatter-allgather (`rack_plan`) with equal slices: its fill is
+#: paid at the network's pace in every stage, so it wins with ramped slices of many waves
+#: (`ramped_shapes`); a few equal ones rank the series for them at little cost
+RACK_WAVES = (1, 2, 4)
+#: logical transfers of the one finer rack-aware ramp built after the others (`broadcast_candidates`)
+RACK_BUDGET = 4 * 400_000
+#: slice counts of the LPs that pick the series and return variant of the rack-aware ramp
+#: (`rack_ramp`: the least optimum of these)
+ALONE_SLICES = (8, 32)
+#: rack-aware series whose equal waves take more than this times the fastest one's get no ramp
+RACK_SPREAD = 2.0
 #: stop doubling the chunks after this many slower results in a row
 PATIENCE = 2
 #: machines without hosts are ordered by route latency up to this many ranks (rank order beyond)
@@ -141,12 +156,21 @@ class Shape:
     #: with the root's host in the next step: the returning NICs then carry 1/(ranks − 1) of the
     #: part each and the return is a fast stage, not a second network stage (ramped slices only)
     bounce_split: bool = False
+    #: with ``bounce_split`` (scatter-allgather): every rank of the root's group takes every
+    #: returning chunk over its own NIC, nothing shared inside the group (`split_return_events`):
+    #: the group's links then carry only the other parts, where they, not the NICs, are tight
+    bounce_whole: bool = False
     #: scatter-allgather only: the root group keeps a piece of every part and sends it in the
     #: allgather (`scatter_allgather_events`)
     root_piece: bool = True
     #: kary only: ramped slices (`synth.algorithms.engines.slice_ramp`), the chunks of each part
     #: that move together, slice s starting s steps after slice 0; () is one chunk per step
     slices: tuple[int, ...] = ()
+    #: scatter-allgather only: the rack of every group; non-empty: the allgather is rack-aware
+    #: (`rack_plan`: each piece crosses into every other rack once, then goes on inside it)
+    racks: tuple[int, ...] = ()
+    #: with ``racks``: a piece of the root's rack leaves it once (`rack_plan`)
+    rack_once: bool = False
 
     @property
     def num_chunks(self) -> int:
@@ -463,13 +487,7 @@ def broadcast_steps(layout: Layout, root: int, shape: Shape, spreads: Spreads, b
         start = np.repeat(np.arange(len(shape.slices)), shape.slices).tolist() if shape.slices else list(range(units))
         returns = split_return_events(shape, groups, root, rails, trees, deal_steps, balancer) if shape.bounce_split else []
         modulus = max(1, len(groups[0]) - 1)
-        for w in range(units):
-            for step, src, dst, chunk, *via in wave_events:
-                send(step + start[w], src, dst, w * per_wave + chunk, *via)
-            for step, src, dst, chunk, via, piece, residue in returns:
-                if (w * pieces + piece) % modulus == residue:
-                    send(step + start[w], src, dst, w * per_wave + chunk, via)
-        return _routed_steps(events)
+        return wave_steps(wave_events, returns, np.asarray(start, dtype=np.int64), per_wave, pieces, modulus)
     # every part's network path on every tree edge, chosen once (a pipeline repeats the pattern)
     network = [
         [balancer.choose(rails[parent[h]][j], rails[h][j]) if h > 0 else -1 for j in range(shape.parts)] for h in range(hosts)
@@ -565,6 +583,38 @@ def bounce_ok(layout: Layout, root: int, router: Router) -> bool:
     return all(router.route(other[k], v) is not None for k, v in enumerate(first) if v != root)
 
 
+def wave_steps(wave_events, returns, start: np.ndarray, per_wave: int, pieces: int, modulus: int) -> list[RoutedStep]:
+    """The steps of the ``scatter-allgather`` waves: wave w repeats ``wave_events`` (step, src,
+    dst, chunk[, via]) ``start[w]`` steps later on its own chunks (w · ``per_wave`` on), and the
+    ``returns`` (`split_return_events`) whose residue is −1 or (w · pieces + piece) mod
+    ``modulus``; inside a step by wave, the wave's events before its returns, each in its order."""
+    units = start.size
+    cols = np.array([(*e[:4], e[4] if len(e) > 4 else -1) for e in wave_events], dtype=np.int64).reshape(-1, 5)
+    w = np.repeat(np.arange(units, dtype=np.int64), len(cols))
+    tiled = np.tile(cols, (units, 1))
+    parts = [(tiled[:, 0] + start[w], tiled[:, 1], tiled[:, 2], tiled[:, 3] + w * per_wave, tiled[:, 4], w, np.zeros_like(w))]
+    parts[0] += (np.tile(np.arange(len(cols), dtype=np.int64), units),)
+    if returns:
+        back = np.array(returns, dtype=np.int64).reshape(-1, 7)
+        w = np.repeat(np.arange(units, dtype=np.int64), len(back))
+        tiled = np.tile(back, (units, 1))
+        keep = (tiled[:, 6] < 0) | ((w * pieces + tiled[:, 5]) % modulus == tiled[:, 6])
+        tiled, w = tiled[keep], w[keep]
+        index = np.tile(np.arange(len(back), dtype=np.int64), units)[keep]
+        parts.append(
+            (tiled[:, 0] + start[w], tiled[:, 1], tiled[:, 2], tiled[:, 3] + w * per_wave, tiled[:, 4], w, np.ones_like(w), index)
+        )
+    step, src, dst, chunk, via, wave, tag, index = (np.concatenate(col) for col in zip(*parts))
+    order = np.lexsort((index, tag, wave, step))
+    step, src, dst, chunk, via = step[order], src[order], dst[order], chunk[order], via[order]
+    cuts = np.flatnonzero(np.diff(step)) + 1
+    return [
+        (*logical_step(a, b, g), v)
+        for a, b, g, v in zip(np.split(src, cuts), np.split(dst, cuts), np.split(chunk, cuts), np.split(via, cuts))
+        if a.size
+    ]
+
+
 def _routed_steps(events: dict[int, tuple[list[int], list[int], list[int], list[int]]]) -> list[RoutedStep]:
     steps = []
     for step in sorted(events):
@@ -583,7 +633,8 @@ def split_return_events(
     step after it has it, and v shares it with the root group's other ranks in the next step.
     Which v takes a chunk goes round the root group's ranks (the wave loop keeps an event where
     (wave · pieces + g) mod (ranks − 1) is its residue), so every returning NIC carries a share.
-    Events: (step, src, dst, chunk of the wave, via, piece g, residue)."""
+    With ``shape.bounce_whole`` every v takes every piece over its own NIC (residue −1: every
+    wave) and shares nothing. Events: (step, src, dst, chunk of the wave, via, piece g, residue)."""
     out: list[tuple[int, int, int, int, int, int, int]] = []
     pieces = len(groups) - 1
     others = [v for v in groups[0] if v != root]
@@ -592,14 +643,33 @@ def split_return_events(
         if rails[0][j] != root:
             continue
         for g in range(pieces):
-            h = g + 1
+            h, arrives = returner(shape, g)
             held = {rails[h][j]: 0, **{dst: depth for depth, _, dst in trees[h][j]}}
             for residue, v in enumerate(others):
                 sender = groups[h][groups[0].index(v)]
-                at = scatter + held[sender] + 1
+                at = scatter + arrives + held[sender] + 1
+                if shape.bounce_whole:
+                    out.append((at, sender, v, j * pieces + g, balancer.choose(sender, v), g, -1))
+                    continue
                 out.append((at, sender, v, j * pieces + g, balancer.choose(sender, v), g, residue))
                 out += [(at + 1, v, w, j * pieces + g, -1, g, residue) for w in others if w != v]
     return out
+
+
+def returner(shape: Shape, piece: int) -> tuple[int, int]:
+    """The group that returns ``piece`` of the root's part to the root's group (`split_return_events`)
+    and the step, after the scatter's, at whose end its carrier holds it: the group it was
+    scattered to, or with ``shape.racks`` a group of the root's rack other than the root's (in
+    turn by piece, once `rack_plan` has brought it there), so the return stays under the rack's
+    switch instead of crossing its uplink."""
+    home = [h for h in range(1, len(shape.racks)) if shape.racks[h] == shape.racks[0]]
+    if not home:
+        return piece + 1, 0
+    h = home[piece % len(home)]
+    if h == piece + 1:
+        return h, 0
+    hops = rack_plan(shape.racks, 1, shape.rack_once)[piece]
+    return h, next(o for o, _, b in hops if b == h)
 
 
 def scatter_allgather_events(
@@ -634,6 +704,9 @@ def scatter_allgather_events(
                 send(base + depth, src, dst, j * pieces + q)
         for h in range(1, hosts):
             send(scatter, rails[0][j], rails[h][j], j * pieces + h - first, balancer.choose(rails[0][j], rails[h][j]))
+    if shape.racks:
+        rack_gather_events(shape, rails, trees, scatter, balancer, send)
+        return
     # the allgather step's paths balanced on their own (the scatter's transfers are over by then)
     balancer.load[:] = 0.0
     for j in range(shape.parts):
@@ -649,10 +722,119 @@ def scatter_allgather_events(
                         send(scatter + 1 + depth, src, dst, chunk)
 
 
-def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",), bounce: bool = False) -> list[Shape]:
+def rack_plan(racks: tuple[int, ...], first: int, once: bool) -> list[list[tuple[int, int, int]]]:
+    """The rack-aware allgather of the ``scatter-allgather`` shape: for the piece of every group
+    g ≥ ``first`` (hosts, group 0 the root's, ``racks[h]`` the rack of host h), its hops
+    (offset, sender, receiver) between hosts, offset 1 the step after the scatter. The piece goes
+    to every other host of its own rack (the ToR does not block) and crosses into every other rack
+    once, to one host there (the *ambassador*: among the rack's hosts other than the root's, the
+    one forwarding least so far), which passes it on to its rack mates in the next step; a flat
+    allgather would cross an oversubscribed rack uplink once per destination host. ``once``: a
+    piece of the root's rack leaves it once, to one other rack (in turn), whose ambassador sends
+    it on to the remaining racks, so the root rack's uplink carries every byte once in all (the
+    scatter already sends the other racks' pieces over it)."""
+    hosts = len(racks)
+    members: dict[int, list[int]] = {}
+    for h in range(hosts):
+        members.setdefault(racks[h], []).append(h)
+    forwards = [0] * hosts
+    home = racks[0]
+    plan: list[list[tuple[int, int, int]]] = []
+    turn = 0
+
+    def ambassador(rack: int) -> int:
+        best = min((h for h in members[rack] if h != 0), key=lambda h: (forwards[h], h))
+        return best
+
+    def spread(offset: int, sender: int, rack: int, hops: list[tuple[int, int, int]]) -> None:
+        mates = [h for h in members[rack] if h not in (0, sender)]
+        forwards[sender] += len(mates)
+        hops += [(offset, sender, h) for h in mates]
+
+    for g in range(first, hosts):
+        hops: list[tuple[int, int, int]] = []
+        mates = [h for h in members[racks[g]] if h not in (0, g)]
+        hops += [(1, g, h) for h in mates]
+        targets = [r for r in members if r != racks[g] and any(h != 0 for h in members[r])]
+        if once and racks[g] == home and len(targets) > 1:
+            entry = targets[turn % len(targets)]
+            turn += 1
+            a = ambassador(entry)
+            hops.append((1, g, a))
+            spread(2, a, entry, hops)
+            for r in targets:
+                if r != entry:
+                    b = ambassador(r)
+                    forwards[a] += 1
+                    hops.append((2, a, b))
+                    spread(3, b, r, hops)
+        else:
+            for r in targets:
+                a = ambassador(r)
+                hops.append((1, g, a))
+                spread(2, a, r, hops)
+        plan.append(hops)
+    return plan
+
+
+def rack_gather_events(shape: Shape, rails, trees, scatter: int, balancer: RouteBalancer, send) -> None:
+    """The allgather of one wave along `rack_plan` (``shape.racks``: the rack of every group, and
+    ``shape.rack_once``), every piece shared inside a host as soon as it arrives; each step's
+    network paths balanced together with the scatter's."""
+    first = 0 if shape.root_piece else 1
+    pieces = len(rails) - first
+    plan = rack_plan(shape.racks, first, shape.rack_once)
+    # (the paths balanced over the whole wave, the scatter's included: in a pipeline of waves
+    # every stage runs at once, on consecutive waves)
+    for offset in sorted({o for hops in plan for o, _, _ in hops}):
+        for j in range(shape.parts):
+            for g, hops in zip(range(first, len(rails)), plan):
+                chunk = j * pieces + g - first
+                if offset == 1 and g > 0:
+                    for depth, src, dst in trees[g][j]:
+                        send(scatter + depth, src, dst, chunk)
+                for o, a, b in hops:
+                    if o != offset:
+                        continue
+                    send(scatter + o, rails[a][j], rails[b][j], chunk, balancer.choose(rails[a][j], rails[b][j]))
+                    for depth, src, dst in trees[b][j]:
+                        send(scatter + o + depth, src, dst, chunk)
+
+
+def host_racks(layout: Layout, router: Router) -> tuple[int, ...]:
+    """The rack of every group of ``layout`` (() where there are no racks): groups whose carriers
+    reach each other in the fewest switch hops found between groups share a rack (a fat-tree's
+    ToR), provided that makes two or more racks, one with two or more groups."""
+    reps = [c[0] for c in layout.carriers]
+    n = len(reps)
+    hops = np.full((n, n), 10**9)
+    for i, a in enumerate(reps):
+        routes = router.routes_from(a)
+        for j, b in enumerate(reps):
+            if i != j and b in routes:
+                hops[i, j] = routes[b].hops
+    hops = np.maximum(hops, hops.T)
+    np.fill_diagonal(hops, 10**9)
+    if n < 3:
+        return ()
+    near_i, near_j = np.nonzero(hops <= hops.min())
+    label = components(n, near_i, near_j).tolist()
+    count = len(set(label))
+    if count < 2 or count == n:
+        return ()
+    # racks numbered in order of first appearance
+    names: dict[int, int] = {}
+    return tuple(names.setdefault(x, len(names)) for x in label)
+
+
+def shapes(
+    layout: Layout, requested: int | None, deals: tuple[str, ...] = ("links",), bounce: bool = False, racks: tuple[int, ...] = ()
+) -> list[Shape]:
     """The candidate shapes for a layout (and the chunk count asked for, if any), in the order
     they are tried: k-nomial ones first (with every way of dealing in ``deals``), then the
-    pipelined ones by fan-out and chunks."""
+    pipelined ones by fan-out and chunks; with ``racks`` (`host_racks`) the scatter-allgather
+    waves without the root group's piece are offered with the rack-aware allgather too
+    (`rack_plan`, the root rack's pieces crossing its uplink once or once per rack)."""
     hosts = len(layout.groups)
     ranks = sum(len(g) for g in layout.groups)
     out: list[Shape] = []
@@ -675,6 +857,13 @@ def shapes(layout: Layout, requested: int | None, deals: tuple[str, ...] = ("lin
                     for w in waves
                     if (ranks - 1) * p * pieces * w <= TRANSFER_BUDGET
                 ]
+                if racks and pieces < hosts:
+                    out += [
+                        Shape("scatter-allgather", hosts - 1, p, pieces * w, root_piece=False, racks=racks, rack_once=once)
+                        for once in (False, True)
+                        for w in waves
+                        if (w in RACK_WAVES or fixed is not None) and (ranks - 1) * p * pieces * w <= TRANSFER_BUDGET
+                    ]
         for k in KARY_FANOUTS:
             if k >= hosts and k > 1:
                 break
@@ -704,10 +893,15 @@ def build_broadcast(topology: Topology, layout: Layout, root: int, shape: Shape,
         params["bounce"] = True
     if shape.bounce_split:
         params["bounce_split"] = True  # (scatter-allgather: the root's part returns split, `split_return_events`)
+    if shape.bounce_whole:
+        params["bounce_whole"] = True
     if shape.slices:
         params["slices"] = list(shape.slices)
     if shape.kind == "scatter-allgather" and not shape.root_piece:
         params["root_piece"] = False
+    if shape.racks:
+        params["racks"] = list(shape.racks)
+        params["rack_once"] = shape.rack_once
     if size is not None:
         params["chosen_at_size"] = size
     balancer = RouteBalancer(topology, spreads.finder)
@@ -745,8 +939,18 @@ def broadcast_candidates(
         last, worse = None, 0
         # dealing along the route is a candidate too when some carrier is more than a link away
         relayed = any(len(spreads.deal_path(layout.groups[0], root, c)) > 2 for c in layout.carriers[0])
-        for shape in shapes(layout, requested, ("links", "route") if relayed else ("links",), bounce_ok(layout, root, router)):
-            series = (shape.kind, shape.fanout, shape.parts, shape.deal, shape.bounce, shape.root_piece)
+        deals = ("links", "route") if relayed else ("links",)
+        for shape in shapes(layout, requested, deals, bounce_ok(layout, root, router), host_racks(layout, router)):
+            series = (
+                shape.kind,
+                shape.fanout,
+                shape.parts,
+                shape.deal,
+                shape.bounce,
+                shape.root_piece,
+                shape.racks,
+                shape.rack_once,
+            )
             if series != previous:
                 previous, last, worse = series, None, 0
             elif worse >= PATIENCE:
@@ -764,51 +968,125 @@ def broadcast_candidates(
         raise NotApplicable(f"{NAME}: no tree shape divides {requested} chunks")
     equal = best[2]
     ranked = sorted(pipelined.values(), key=lambda v: v[:2])
-    chosen = [v for kind in ("kary", "scatter-allgather") for v in [v for v in ranked if v[3].kind == kind][:RAMP_SERIES]]
+    chosen = [
+        v
+        for kind in ("kary", "scatter-allgather")
+        for v in [v for v in ranked if v[3].kind == kind and not v[3].racks][:RAMP_SERIES]
+    ]
+    racked = [v for v in ranked if v[3].racks] if ramp and requested is None else []
+    # (series whose equal waves are more than `RACK_SPREAD` times the fastest one's are left out)
+    racked = [v for v in racked if v[0] <= RACK_SPREAD * racked[0][0]]
     for _, _, layout, shape in sorted(chosen, key=lambda v: v[:2]) if ramp else []:
         for ramped in ramped_shapes(topology, layout, root, shape, requested, size, spreads):
             schedule = build_broadcast(topology, layout, root, ramped, size, spreads)
             time = predicted_us(schedule, topology, [size])[0]
             if (time, schedule.num_transfers) < best[:2]:
                 best = (time, schedule.num_transfers, schedule)
+    found = rack_ramp(topology, root, [(v[2], v[3]) for v in racked], size, spreads) if racked else None
+    if found is not None:
+        schedule = build_broadcast(topology, found[0], root, found[1], size, spreads)
+        time = predicted_us(schedule, topology, [size])[0]
+        if (time, schedule.num_transfers) < best[:2]:
+            best = (time, schedule.num_transfers, schedule)
     return equal, best[2]
+
+
+@dataclass(frozen=True)
+class RampSetup:
+    """What the ramps of one pipelined shape are sized over (`ramp_setup`): the chunks per part,
+    the units (waves) they make, the bytes of a chunk and every return variant's template loads."""
+
+    chunks: int
+    units: int
+    chunk_bytes: float
+    templates: tuple[tuple[Shape, Any], ...]
+
+
+def ramp_setup(
+    topology: Topology,
+    layout: Layout,
+    root: int,
+    shape: Shape,
+    requested: int | None,
+    size: int,
+    spreads: Spreads,
+    budget: int = TRANSFER_BUDGET,
+) -> RampSetup | None:
+    """The chunks of the ramped variants of ``shape`` (``RAMP_CHUNKS`` per part, or the chunks
+    asked for, at most ``budget`` logical transfers) and the per-step link loads of every return
+    variant's one-unit pattern; None where fewer than two units fit."""
+    # a unit: what one step of the equal pipeline moves of a part (one chunk; a wave of one
+    # piece per group for scatter-allgather)
+    unit = len(layout.groups) - (0 if shape.root_piece else 1) if shape.kind == "scatter-allgather" else 1
+    chunks = requested // shape.parts if requested is not None else RAMP_CHUNKS
+    ranks = sum(len(g) for g in layout.groups)
+    if requested is None and shape.racks:
+        # (rack-aware waves: every stage is a network stage, so the fill falls only with more
+        # waves; as many as the budget allows)
+        chunks = min(chunks, budget // max(1, (ranks - 1) * shape.parts))
+    while requested is None and chunks > 1 and (ranks - 1) * shape.parts * chunks > budget:
+        chunks //= 2
+    if requested is None:
+        chunks -= chunks % unit
+    if chunks % unit or chunks // unit < 2:
+        return None
+    units = chunks // unit
+    variants = [shape]
+    if shape.bounce or (shape.kind == "scatter-allgather" and not shape.root_piece and bounce_ok(layout, root, spreads.router)):
+        variants.append(replace(shape, bounce_split=True))
+        if shape.kind == "scatter-allgather":
+            variants.append(replace(shape, bounce_split=True, bounce_whole=True))
+    templates = []
+    for variant in variants:
+        # the template: one slice of one unit per part, or, where the return is split among
+        # the root host's ranks, one slice of one chunk per returning rank (loads averaged)
+        group = len(layout.groups[0]) - 1 if variant.bounce_split and not variant.bounce_whole else 1
+        if group > units:
+            continue
+        one = replace(variant, chunks_per_part=group * unit, slices=(group,) if group > 1 else ())
+        templates.append((variant, stage_loads(build_broadcast(topology, layout, root, one, None, spreads), topology, group)))
+    return RampSetup(chunks, units, size / (shape.parts * chunks), tuple(templates))
 
 
 def ramped_shapes(
     topology: Topology, layout: Layout, root: int, shape: Shape, requested: int | None, size: int, spreads: Spreads
 ) -> list[Shape]:
     """Ramped-slice variants of a pipelined shape (`synth.algorithms.engines.slice_ramp`): the
-    pattern of one chunk per part is the template, an LP over its per-step link loads sizes the
-    slices, in whole chunks of ``RAMP_CHUNKS`` per part (or the chunks asked for). The fast
-    stages of a rails pipeline (the deal and the sharing inside a host) then carry the fill in
-    small steps instead of whole slices of the network's pace."""
-    # a unit: what one step of the equal pipeline moves of a part (one chunk; a wave of one
-    # piece per group for scatter-allgather)
-    unit = len(layout.groups) - (0 if shape.root_piece else 1) if shape.kind == "scatter-allgather" else 1
-    chunks = requested // shape.parts if requested is not None else RAMP_CHUNKS
-    ranks = sum(len(g) for g in layout.groups)
-    while requested is None and chunks > 1 and (ranks - 1) * shape.parts * chunks > TRANSFER_BUDGET:
-        chunks //= 2
-    if requested is None:
-        chunks -= chunks % unit
-    if chunks % unit or chunks // unit < 2:
+    pattern of one chunk per part is the template (`ramp_setup`), an LP over its per-step link
+    loads sizes the slices, in whole chunks. The fast stages of a rails pipeline (the deal and the
+    sharing inside a host) then carry the fill in small steps instead of whole slices of the
+    network's pace."""
+    setup = ramp_setup(topology, layout, root, shape, requested, size, spreads)
+    if setup is None:
         return []
-    units = chunks // unit
-    variants = [shape]
-    if shape.bounce or (shape.kind == "scatter-allgather" and not shape.root_piece and bounce_ok(layout, root, spreads.router)):
-        variants.append(replace(shape, bounce_split=True))
-    out = []
-    for variant in variants:
-        # the template: one slice of one unit per part, or, where the return is split among
-        # the root host's ranks, one slice of one chunk per returning rank (loads averaged)
-        group = len(layout.groups[0]) - 1 if variant.bounce_split else 1
-        if group > units:
-            continue
-        one = replace(variant, chunks_per_part=group * unit, slices=(group,) if group > 1 else ())
-        loads = stage_loads(build_broadcast(topology, layout, root, one, None, spreads), topology, group)
-        chunk_bytes = size / (shape.parts * chunks)
-        out += [replace(variant, chunks_per_part=chunks, slices=slices) for slices in ramps(loads, units, chunk_bytes)]
-    return out
+    return [
+        replace(variant, chunks_per_part=setup.chunks, slices=slices)
+        for variant, loads in setup.templates
+        for slices in ramps(loads, setup.units, setup.chunk_bytes)
+    ]
+
+
+def rack_ramp(
+    topology: Topology, root: int, series: list[tuple[Layout, Shape]], size: int, spreads: Spreads
+) -> tuple[Layout, Shape] | None:
+    """The one ramped rack-aware candidate built (`rack_plan`): every stage of its waves is
+    network-paced, so its fill falls with the wave count only and its equal waves say little of
+    its ramps. Over the rack-aware series (`RACK_SPREAD`) and their return variants, the one whose
+    ramp LP optimum at `ALONE_SLICES` slices is least (templates of one wave: cheap), ramped with as many waves as
+    `RACK_BUDGET` allows (the best ramp alone)."""
+    scored: list[tuple[float, int, Layout, Shape, Any, RampSetup]] = []
+    for layout, shape in series:
+        setup = ramp_setup(topology, layout, root, shape, None, size, spreads, RACK_BUDGET)
+        for variant, loads in setup.templates if setup is not None else ():
+            found = [ramp_lp(loads, min(k, setup.units), setup.units, setup.chunk_bytes) for k in ALONE_SLICES]
+            optima = [f[0] for f in found if f is not None]
+            if optima:
+                scored.append((min(optima), len(scored), layout, variant, loads, setup))
+    if not scored:
+        return None
+    _, _, layout, variant, loads, setup = min(scored, key=lambda v: v[:2])
+    sized = ramps(loads, setup.units, setup.chunk_bytes, keep=1)
+    return (layout, replace(variant, chunks_per_part=setup.chunks, slices=sized[0])) if sized else None
 
 
 def reduce_schedule(topology: Topology, root: int, requested: int | None, size: int, ramp: bool = True) -> Schedule:
@@ -839,8 +1117,11 @@ def mirrored_reduce(topology: Topology, root: int, params: dict, size: int) -> S
         deal=params["deal"],
         bounce=bool(params.get("bounce")),
         bounce_split=bool(params.get("bounce_split")),
+        bounce_whole=bool(params.get("bounce_whole")),
         root_piece=params.get("root_piece", True),
         slices=tuple(params.get("slices", ())),
+        racks=tuple(params.get("racks", ())),
+        rack_once=bool(params.get("rack_once")),
     )
     if shape.parts > layout.max_parts * max(layout.ports, layout.split) or (
         (shape.bounce or shape.bounce_split) and not bounce_ok(layout, root, spreads.router)
