@@ -42,18 +42,18 @@ remote ranks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from synth.algorithms.engines.builders import by_duality
+from synth.algorithms.engines.builders import broadcast_or_dual
 from synth.algorithms.engines.lowering import LogicalStep, logical_step, lower_copies
-from synth.algorithms.engines.size_tuning import fastest, size_option, timed_sweep
+from synth.algorithms.engines.size_tuning import fastest_at, size_option, timed_sweep
 from synth.collective import Collective, Kind
 from synth.errors import NotApplicable
 from synth.method import Method, one_chunk
-from synth.routing import Router, router_for
+from synth.routing import Router
 from synth.schedule import Schedule
 from synth.topology import Topology
 
@@ -238,24 +238,14 @@ def best_broadcast(topology: Topology, root: int | None, router: Router, size: i
         topology,
         size if size is not None else REFERENCE_SIZE,
     )
-    schedule = fastest(timed)
-    if size is not None:
-        schedule = replace(schedule, params={**schedule.params, "chosen_at_size": size})
-    return schedule
+    return fastest_at(timed, size)
 
 
 def synthesize(topology: Topology, collective: Collective, router: Router | None = None, **options: Any) -> Schedule:
     """The fastest shape at ``size``; a reduce is the fastest broadcast of the reversed machine
     run backwards with reduces."""
     size = size_option(NAME, options, OPTIONS)
-    requested = options.get("requested_chunks")
-    if collective.kind is Kind.REDUCE:
-        return by_duality(
-            lambda topo, coll, rtr: best_broadcast(topo, coll.root, rtr, size, requested), topology, collective, NAME
-        )
-    if collective.kind is not Kind.BROADCAST:
-        raise NotApplicable(f"{NAME} does not serve {collective.kind.value} (it serves broadcast and reduce)")
-    return best_broadcast(topology, collective.root, router or router_for(topology), size, requested)
+    return broadcast_or_dual(NAME, best_broadcast, topology, collective, router, size, options.get("requested_chunks"))
 
 
 METHOD = Method(

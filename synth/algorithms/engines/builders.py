@@ -16,6 +16,8 @@ from synth.topology import Topology
 from synth.transform import concat, dual_reduction
 
 Builder = Callable[[Topology, Collective, Router], Schedule]
+#: a size-tuned broadcast: (topology, root, router, size or None, requested chunks or None)
+BestBroadcast = Callable[[Topology, "int | None", Router, "int | None", "int | None"], Schedule]
 
 
 def largest_remainder(exact: np.ndarray, total: int) -> np.ndarray:
@@ -56,6 +58,25 @@ def by_duality(build: Builder, topology: Topology, collective: Collective, metho
     params["dual_of"] = forward_kind.value
     reduction = Collective(collective.kind, collective.num_ranks, schedule.collective.chunks_per_piece, collective.root)
     return dual_reduction(schedule, reduction, method, params)
+
+
+def broadcast_or_dual(
+    method: str,
+    best: BestBroadcast,
+    topology: Topology,
+    collective: Collective,
+    router: Router | None,
+    size: int | None,
+    requested: int | None,
+) -> Schedule:
+    """The ``synthesize`` of a method that tunes a broadcast for a size: the broadcast ``best``
+    builds, or for a reduce the best broadcast of the reversed machine run backwards with reduces
+    (`by_duality`); NotApplicable for any other collective."""
+    if collective.kind is Kind.REDUCE:
+        return by_duality(lambda topo, coll, rtr: best(topo, coll.root, rtr, size, requested), topology, collective, method)
+    if collective.kind is not Kind.BROADCAST:
+        raise NotApplicable(f"{method} does not serve {collective.kind.value} (it serves broadcast and reduce)")
+    return best(topology, collective.root, router or router_for(topology), size, requested)
 
 
 def pieces_for_allreduce(collective: Collective, method: str) -> int:

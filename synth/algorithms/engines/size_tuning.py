@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from synth.errors import CannotBeat
@@ -117,3 +118,11 @@ def fastest(timed: Iterable[tuple[float, Schedule]]) -> Schedule:
     if best is None:
         raise ValueError("no candidate schedules")
     return best[1]
+
+
+def fastest_at(timed: Iterable[tuple[float, Schedule]], size: int | None) -> Schedule:
+    """`fastest`, with ``chosen_at_size`` in its params when it was chosen for a size."""
+    schedule = fastest(timed)
+    if size is None:
+        return schedule
+    return replace(schedule, params={**schedule.params, "chosen_at_size": size})
