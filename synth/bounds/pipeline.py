@@ -19,8 +19,6 @@ beyond the largest solved."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 #: crossing-step counts solved one by one; more crossing steps get the line (N_MAX + 1)·α_U + n/C_U.
@@ -29,47 +27,14 @@ import numpy as np
 N_MAX = 1024
 
 
-def _spread_shares(n_steps: int, ratio: float) -> np.ndarray:
-    """G_(l−1)/G_N for l = 1..N, with G_j = Σ_(i<j) ratio^i: the geometric weights' s_l (docs/bounds.md),
-    computed without overflow for any ratio > 0."""
-    j = np.arange(n_steps, dtype=np.float64)
-    if abs(ratio - 1.0) < 1e-12:
-        return j / n_steps
-    if ratio < 1.0:
-        return (1.0 - ratio**j) / (1.0 - ratio**n_steps)
-    inverse = 1.0 / ratio
-    return (inverse ** (n_steps - j) - inverse**n_steps) / (1.0 - inverse**n_steps)
-
-
-def _geometric_theta(n_steps: int, ck: float, m: int) -> list[float] | None:
-    """θ_1..θ_(N+1) (index 0 unused) with s = 1 − θ: s_1 = 0, s_(l+1) = (g + (cK − 1)·s_l)/(m − 1),
-    s_(N+1) = 1, where g is the largest value that keeps s_(N+1) ≤ 1 (docs/bounds.md): in closed form
-    s_l = G_(l−1)/G_N with G_j = Σ_(i<j) r^i and r = (cK − 1)/(m − 1). None when the recursion does
-    not apply (cK ≤ 1 or m < 2)."""
-    if m < 2 or ck <= 1:
-        return None
-    s = _spread_shares(n_steps, (ck - 1) / (m - 1))
-    return [1.0, *(1.0 - s).tolist(), 0.0]
-
-
-def theta_line(theta: list[float], alpha_u: float, alpha_min: float, c: float, k: float, m: int) -> tuple[float, float]:
-    """(latency µs, µs per byte) of the line of weights θ_1..θ_N (``theta[1..N]``, ``theta[N+1]``
-    = 0), valid for every θ in [0, 1] that does not grow with l; c = 1/C_U and k = 1/K in µs per byte."""
-    # θ clipped to [0, 1] and made non-increasing (a prefix minimum)
-    weights = np.minimum.accumulate(np.clip(np.asarray(theta[1:-1], dtype=np.float64), 0.0, 1.0))
-    return _line(weights, alpha_u, alpha_min, c, k, m)
-
-
-def _line(weights: np.ndarray, alpha_u: float, alpha_min: float, c: float, k: float, m: int) -> tuple[float, float]:
-    phi = weights - np.append(weights[1:], 0.0)
-    latency = float(np.sum(weights * alpha_u + (1 - weights) * alpha_min))
-    coef = np.minimum(c * weights + (m - 1) * phi * k, m * c * weights) + m * (1 - weights) * k
-    return latency, float(coef.min()) if coef.size else math.inf
-
-
 def _geometric_lines(alpha_u: float, alpha_min: float, c: float, k: float, m: int, ratio: float) -> tuple[np.ndarray, np.ndarray]:
-    """(latency µs, µs per byte) of the geometric weights' line for every N = 1..`N_MAX` at once:
-    row N − 1 of a triangular array holds s_1..s_N (`_spread_shares`), in blocks of rows."""
+    """(latency µs, µs per byte) of the geometric weights' line for every N = 1..`N_MAX` at once.
+    The weights θ = 1 − s with s_1 = 0, s_(l+1) = (g + (cK − 1)·s_l)/(m − 1) and s_(N+1) = 1
+    (docs/bounds.md) are, in closed form, s_l = G_(l−1)/G_N with G_j = Σ_(i<j) r^i and
+    r = ``ratio`` = (cK − 1)/(m − 1), computed without overflow for any r > 0; row N − 1 of a
+    triangular array holds s_1..s_N, in blocks of rows. For each row, the latency is
+    Σ_l (θ_l·α_U + (1 − θ_l)·α_min) and the µs per byte κ = min_l [min(c·θ_l + (m − 1)·φ_l·k,
+    m·c·θ_l) + m·(1 − θ_l)·k] with φ_l = θ_l − θ_(l+1), θ_(N+1) = 0."""
     latency = np.empty(N_MAX, dtype=np.float64)
     kappa = np.empty(N_MAX, dtype=np.float64)
     block = 128
