@@ -118,11 +118,9 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
     def chunks(k: int) -> Schedule:
         return _dispatch(topology, Collective(collective.kind, collective.num_ranks, k, collective.root), router)
 
-    def build(waves: int) -> Schedule:
-        plain = chunks(n * waves)
-        if not closes(n * waves + 1, n):
-            return plain
-        return fastest(timed_sweep((plain, chunks(n * waves + 1)), lambda schedule: schedule, topology, size))
+    def build(waves: int) -> list[Schedule]:
+        closing = [chunks(n * waves + 1)] if closes(n * waves + 1, n) else []
+        return [chunks(n * waves), *closing]
 
     choices = [
         w for w in WAVE_CHOICES if w == 1 or w * n * n <= FINE_TRANSFERS or (w & (w - 1) == 0 and w * n * n <= SWEEP_TRANSFERS)

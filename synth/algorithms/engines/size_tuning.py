@@ -85,22 +85,25 @@ Candidate = TypeVar("Candidate")
 
 def timed_sweep(
     candidates: Iterable[Candidate],
-    build: Callable[[Candidate], Schedule],
+    build: Callable[[Candidate], Schedule | list[Schedule]],
     topology: Topology,
     size: int,
     *,
     patience: int | None = None,
 ) -> list[tuple[float, Schedule]]:
-    """Each candidate's schedule with its time at ``size`` (`predicted_us`), in order. With
-    ``patience``, the sweep stops after that many candidates in a row, each slower than the one
-    before: for chunk counts tried in increasing order, the time falls while the pipeline fill
-    dominates and rises once the α of the extra steps does."""
+    """Each candidate's schedule with its time at ``size`` (`predicted_us`), in order; ``build``
+    may give a candidate several variants (a list), each timed and kept, the candidate's time
+    their fastest. With ``patience``, the sweep stops after that many candidates in a row, each
+    slower than the one before: for chunk counts tried in increasing order, the time falls while
+    the pipeline fill dominates and rises once the α of the extra steps does."""
     out: list[tuple[float, Schedule]] = []
     previous, worse = None, 0
     for candidate in candidates:
-        schedule = build(candidate)
-        time = predicted_us(schedule, topology, [size])[0]
-        out.append((time, schedule))
+        built = build(candidate)
+        variants = built if isinstance(built, list) else [built]
+        times = [predicted_us(schedule, topology, [size])[0] for schedule in variants]
+        out += zip(times, variants)
+        time = min(times)
         if patience is not None:
             worse = worse + 1 if previous is not None and time > previous else 0
             if worse == patience:
