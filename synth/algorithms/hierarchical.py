@@ -647,6 +647,9 @@ FULL_TIMING_TRANSFERS = 600_000
 ESTIMATED_TRANSFERS = 5_000_000
 #: waves used without a size
 DEFAULT_WAVES = 8
+#: rails whose rates (`host_levels.rail_shares`) differ by more than this fraction also get the
+#: allgather that sends each its share across (`LevelSetup.build_weighted`)
+RAIL_SPREAD = 0.05
 
 
 class LevelSetup:
@@ -693,6 +696,7 @@ class LevelSetup:
                     f"hierarchical: rank {hosts[0][bad]} of {topology.name} has no switch-only route to the same rank of the "
                     f"other hosts, and its host's ranks that do cannot carry the others' pieces evenly"
                 )
+        self._rail_rates: np.ndarray | bool | None = False  # not computed yet
         self._inner: dict[tuple[int, str], Schedule | None] = {}
         self._probes: dict[tuple[int, int], Schedule] = {}
         self._probe_times: dict[tuple[int, int, int], tuple[float, float]] = {}
@@ -744,6 +748,41 @@ class LevelSetup:
                 self.topology, collective, levels, inner, self.routes, self.carriers, waves, NAME, params
             )
         return host_levels.allgather(self.topology, collective, levels, inner, self.routes, waves, NAME, params)
+
+    def rail_chunks(self, k: int) -> np.ndarray | None:
+        """Chunks of a host's L·k that each local rank's rail carries across when the rails cross
+        the network at unequal rates (`host_levels.rail_shares`: two ranks behind one NIC, a degraded
+        NIC), in proportion to those rates (the ranks that reach the network, or the carriers where
+        only some do); None where they are equal (the plain build already balances them) or the
+        machine is not hosts of ranks (two levels)."""
+        rails = self.carriers.carriers if self.carriers is not None else tuple(range(len(self.levels.hosts[0])))
+        if self._rail_rates is False:
+            self._rail_rates = host_levels.rail_shares(self.topology, self.levels, self.routes, rails)
+        rates = self._rail_rates
+        if rates is None:
+            return None
+        used = rates[list(rails)]
+        if not np.all(used > 0) or used.max() <= used.min() * (1 + RAIL_SPREAD):
+            return None
+        total = len(self.levels.hosts[0]) * k
+        return largest_remainder(rates / rates.sum() * total, total)
+
+    def build_weighted(self, collective: Collective, waves: int, size: int) -> Schedule:
+        """The allgather with every rail carrying its share (`rail_chunks`) across, in ``waves``
+        waves, the host schedules chosen for one piece of ``size`` (`host_levels.weighted_carrier_allgather`)."""
+        shares = self.rail_chunks(collective.chunks_per_piece)
+        if shares is None:
+            raise NotApplicable(f"hierarchical: the rails of {self.topology.name} cross the network at equal rates")
+        inner, names = self.inner(max(1, size // collective.num_ranks))
+        params = {
+            "phases": ["allgather in hosts", "every rail its share across hosts", "from the rails in hosts (pipelined)"],
+            "rails": "weighted",
+            "inside": names[0] if len(set(names)) == 1 else names,
+            "chosen_at_size": size,
+        }
+        return host_levels.weighted_carrier_allgather(
+            self.topology, collective, self.levels, inner, self.routes, shares, waves, NAME, params
+        )
 
     def estimate(self, collective: Collective, waves: int, size: int) -> float:
         """The step-synchronous time (µs) of `build`'s schedule at ``size``, estimated without
@@ -826,6 +865,10 @@ def tuned_allgather(
     for k in counts:
         one = Collective(kind, r, k)
         timed += timed_sweep(AG_WAVES, lambda w, one=one: setup.build(one, w, size), topology, size, patience=2)
+    for k in counts:
+        if setup.rail_chunks(k) is not None:
+            one = Collective(kind, r, k)
+            timed += timed_sweep(AG_WAVES, lambda w, one=one: setup.build_weighted(one, w, size), topology, size, patience=2)
     return fastest(timed)
 
 
@@ -859,8 +902,11 @@ def pipelined_allreduce(
     else:
         ag = LevelSetup(topology).build(forward_ag, waves, size)
 
+    weighted = ag.params.get("rails") == "weighted"
+
     def forward(t: Topology, c: Collective, r: Router) -> Schedule:
-        return LevelSetup(t).build(c, waves, size)
+        setup = LevelSetup(t)
+        return setup.build_weighted(c, waves, size) if weighted else setup.build(c, waves, size)
 
     rs = by_duality(forward, topology, Collective(Kind.REDUCE_SCATTER, collective.num_ranks, per_piece), NAME)
     params = {

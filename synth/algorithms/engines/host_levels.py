@@ -513,3 +513,127 @@ def probe(topology: Topology, levels: Levels, collective: Collective, routes: Pa
     writer.network(0, level, [((0,) * levels.num_levels, 0)])
     writer.flush()
     return builder.build()
+
+
+def rail_shares(topology: Topology, levels: Levels, routes: PairRoutes, rails: tuple[int, ...]) -> np.ndarray | None:
+    """Per local rank ℓ, the rate (GB/s) of each of its rail's routes when the local ranks ``rails`` each send to
+    the same local rank of every other host at once, over their switch routes: max-min fair by
+    progressive filling (all rails grow together; a rail stops when a link it crosses is full), 0
+    for the other local ranks. Two ranks behind one NIC split it; a rank behind a degraded NIC gets
+    what that NIC gives. None unless the machine is hosts of ranks (two levels) whose ``rails``
+    reach their peers over switches."""
+    if levels.num_levels != 2:
+        return None
+    hosts = np.array(levels.hosts, dtype=np.int64)  # (H, L)
+    h_count, local = hosts.shape
+    uses = np.zeros((len(topology.links), local), dtype=np.float64)  # routes of rail ℓ over each link
+    for h in range(h_count):
+        for g in range(h_count):
+            if g == h:
+                continue
+            for ell in rails:
+                rid = routes.route_id(int(hosts[h, ell]), int(hosts[g, ell]))
+                if rid < 0:
+                    return None
+                for link in routes.table[rid].links:
+                    uses[link, ell] += 1.0
+    bandwidth = topology.bandwidth_array
+    rate = np.zeros(local, dtype=np.float64)
+    growing = np.zeros(local, dtype=bool)
+    growing[list(rails)] = True
+    while growing.any():
+        load = uses @ rate
+        slope = uses[:, growing].sum(axis=1)
+        busy = slope > 0
+        room = (bandwidth[busy] - load[busy]) / slope[busy]
+        step = max(0.0, float(room.min()))
+        rate[growing] += step
+        full = np.flatnonzero(busy)[room <= step * (1 + 1e-12) + 1e-12]
+        stopped = (uses[full] > 0).any(axis=0)
+        growing &= ~stopped
+    return rate
+
+
+def weighted_carrier_allgather(
+    topology: Topology,
+    collective: Collective,
+    levels: Levels,
+    inner: InnerSchedules,
+    routes: PairRoutes,
+    shares: np.ndarray,
+    waves: int,
+    method: str,
+    params: dict,
+) -> Schedule:
+    """Allgather on hosts whose rails cross the network at unequal rates (`rail_shares`: two GCDs
+    behind one NIC, a degraded NIC): (1) the host's schedule shares every rank's own piece inside
+    its host; (2) local rank ℓ of every host sends ``shares[ℓ]`` of the host's L·k chunks (its own
+    piece's first, then others' as the host schedule brings them) to local rank ℓ of every other
+    host, in ``waves`` batches, so a rail's bytes follow its rate; (3) what a rank received is
+    spread inside its host from the next step by the host's schedule restricted to that rank's
+    piece. Every chunk crosses to each other host once and reaches every rank once. ``levels``
+    must be (hosts, ranks in a host); ``shares`` are whole chunk counts summing to L·k."""
+    k = collective.chunks_per_piece
+    hosts = np.array(levels.hosts, dtype=np.int64)  # (H, L)
+    h_count, local = hosts.shape
+    if int(np.sum(shares)) != local * k:
+        raise ValueError(f"the shares must sum to {local * k} chunks, got {int(np.sum(shares))}")
+    builder = ScheduleBuilder(
+        collective,
+        topology,
+        method,
+        {**params, "waves": waves, "rail_chunks": [int(s) for s in shares], "levels": list(levels.names)},
+    )
+    writer = _Writer(topology, levels, collective, builder, routes)
+    per_kind = _inner_routes(builder, levels, inner)
+    own = hosts[:, :, None] * k + np.arange(k, dtype=np.int64)[None, None, :]
+    writer.inside_chunks(0, own, per_kind, inner.host_kind)
+    # the step from which local rank ℓ holds local piece p (the latest over the kinds of host)
+    ready = np.full((local, local), 0, dtype=np.int64)
+    for schedule in inner.schedules:
+        arrived = np.zeros((local, local), dtype=np.int64)
+        np.maximum.at(arrived, (schedule.dst, schedule.chunk), schedule.step_of_transfer + 1)
+        ready = np.maximum(ready, arrived)
+    # items (piece p, chunk j) per rail: its own piece first, then the rest, each to the rail with
+    # room where it is ready first (ties: the lower rail)
+    room = np.asarray(shares, dtype=np.int64).copy()
+    items: list[list[tuple[int, int]]] = [[] for _ in range(local)]
+    left: list[tuple[int, int]] = []
+    for p in range(local):
+        mine = min(k, int(room[p]))
+        items[p] += [(p, j) for j in range(mine)]
+        room[p] -= mine
+        left += [(p, j) for j in range(mine, k)]
+    for p, j in left:
+        open_rails = np.flatnonzero(room > 0)
+        ell = int(open_rails[np.argmin(ready[open_rails, p])])
+        items[ell].append((p, j))
+        room[ell] -= 1
+    for ell in range(local):
+        items[ell].sort(key=lambda item: (int(ready[ell, item[0]]), item))
+    caps = [max(1, -(-len(mine) // waves)) for mine in items]
+    heads = [0] * local
+    t = 0
+    while any(heads[ell] < len(items[ell]) for ell in range(local)):
+        for ell in range(local):
+            mine, head = items[ell], heads[ell]
+            batch = []
+            while head < len(mine) and len(batch) < caps[ell] and ready[ell, mine[head][0]] <= t:
+                batch.append(mine[head])
+                head += 1
+            heads[ell] = head
+            if not batch:
+                continue
+            sent = np.array([[hosts[h, p] * k + j for p, j in batch] for h in range(h_count)], dtype=np.int64)  # (H, b)
+            received = np.zeros((h_count, local, (h_count - 1) * len(batch)), dtype=np.int64)
+            for d in range(1, h_count):
+                other = (np.arange(h_count) + d) % h_count
+                src = np.repeat(hosts[:, ell], len(batch))
+                dst = np.repeat(hosts[other, ell], len(batch))
+                writer.add(t, src, dst, sent.ravel(), writer.route_ids(src, dst))
+            for g in range(h_count):
+                received[g, ell] = np.concatenate([sent[(g - d) % h_count] for d in range(1, h_count)])
+            writer.inside_chunks(t + 1, received, per_kind, inner.host_kind, sources=np.array([ell], dtype=np.int64))
+        t += 1
+    writer.flush()
+    return builder.build()
