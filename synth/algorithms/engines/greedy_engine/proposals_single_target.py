@@ -19,28 +19,11 @@ from synth.collective import Collective, Kind
 SINGLE_TARGET_KINDS = (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)
 
 
-def smallest(cost: np.ndarray, room: np.ndarray, invalid: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The columns of the up to ``room[i]`` lowest costs below ``invalid`` in each row ``i``
-    (ties: leftmost first), as (row, column) pairs, and whether each row had any. ``cost`` is
-    overwritten."""
-    width = min(int(room.max()), cost.shape[1])
-    if width == 1:
-        order = cost.argmin(axis=1)[:, None]
-        top = np.take_along_axis(cost, order, axis=1)
-    elif width == 2:
-        rows = np.arange(cost.shape[0])
-        order = np.empty((rows.size, 2), dtype=np.intp)
-        top = np.empty((rows.size, 2), dtype=cost.dtype)
-        order[:, 0] = first = cost.argmin(axis=1)
-        top[:, 0] = cost[rows, first]
-        cost[rows, first] = invalid
-        order[:, 1] = second = cost.argmin(axis=1)
-        top[:, 1] = cost[rows, second]
-    else:
-        order = np.argsort(cost, axis=1, kind="stable")[:, :width]
-        top = np.take_along_axis(cost, order, axis=1)
-    row, col = np.nonzero((top < invalid) & (np.arange(width)[None, :] < room[:, None]))
-    return row, order[row, col], top[:, 0] < invalid
+def first_valid(ok: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The columns of the first ``room[i]`` True entries of each row ``i`` of ``ok``, as (row,
+    column) pairs in row-major order."""
+    take = ok & (np.cumsum(ok, axis=1, dtype=np.int32) <= room[:, None])
+    return np.nonzero(take)
 
 
 def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
@@ -73,7 +56,9 @@ class SingleTargetProposer(Proposer):
       shared holdings or'd with this step's accepted transfers: one matrix to read per proposal);
       ``moving``: the chunk moves in this step (its carrier changes at the step's end).
     - ``queue`` with ``queue_ptr`` (CSR by carrier): the chunks still on their way at the start
-      of the step, each carrier's farthest from their destination first.
+      of the step, each carrier's farthest from their destination first; ``queue_target`` and
+      ``queue_hops``: each queued chunk's destination and its hops from its carrier to it (what
+      every round of `propose` would otherwise gather again per cell).
     """
 
     uses_offers = False
@@ -109,18 +94,25 @@ class SingleTargetProposer(Proposer):
         far = hops + chunk_noise[active]
         keep = in_reach(here, hops, far, self.shared.r, self.options.single_scan)
         if keep is not None:
-            active, here, far = active[keep], here[keep], far[keep]
+            active, here, hops, far = active[keep], here[keep], hops[keep], far[keep]
         # np.lexsort((-far, here)), as two stable sorts: the second, of small integers, is a
         # radix sort
         by_far = np.argsort(-far, kind="stable")
         order = by_far[np.argsort(here[by_far].astype(self.carrier_type), kind="stable")]
         self.queue = active[order]
+        self.queue_target = self.target[self.queue]
+        self.queue_hops = hops[order]
         self.queue_ptr = np.searchsorted(here[order], np.arange(self.shared.r + 1))
         self.moving.fill(False)
 
     def propose(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray) -> Proposals:
         """The source's queued chunks that the channel brings closer to their rank, farthest
-        first (among the first ``single_scan`` of its queue)."""
+        first (among the first ``single_scan`` of its queue).
+
+        A channel's row is a stretch of its source's queue, which `_queue` sorted by hops + noise
+        (float64), farthest first; a proposal's score is that key as float32 (rounding keeps the
+        order), so the best ``room`` chunks of a row are its first ``room`` usable ones and no
+        sort is needed (`first_valid`)."""
         ch = self.shared.ch
         src, dst = ch.src[chans], ch.dst[chans]
         lo = self.queue_ptr[src]
@@ -128,15 +120,15 @@ class SingleTargetProposer(Proposer):
         width = int(min(n.max(), self.options.single_scan))
         cols = np.arange(width)[None, :]
         ok = cols < n[:, None]
-        chunk = self.queue[np.minimum(lo[:, None] + cols, self.queue.size - 1)]
-        tgt = self.target[chunk]
-        here = self.dist[src[:, None], tgt]
-        flat = dst[:, None] * self.shared.g + chunk
-        ok &= ~np.take(self.reached, flat) & ~self.moving[chunk]
-        ok &= self.dist[dst[:, None], tgt] < here
-        score = (here + chunk_noise[chunk]).astype(np.float32)
-        row, pick, has = smallest(np.where(ok, -score, np.inf), room, np.inf)
-        return Proposals(row, chunk[row, pick], score[row, pick], np.full(row.size, -1, dtype=np.int64), has)
+        at = np.minimum(lo[:, None] + cols, self.queue.size - 1)
+        chunk = self.queue[at]
+        here = self.queue_hops[at]
+        ok &= ~np.take(self.reached, dst[:, None] * self.shared.g + chunk) & ~self.moving[chunk]
+        ok &= np.take(self.dist, dst[:, None] * self.shared.r + self.queue_target[at]) < here
+        row, pick = first_valid(ok, room)
+        chosen = chunk[row, pick]
+        score = (here[row, pick] + chunk_noise[chosen]).astype(np.float32)
+        return Proposals(row, chosen, score, np.full(row.size, -1, dtype=np.int64), ok.any(axis=1))
 
     def accept(self, dst: np.ndarray, chunks: np.ndarray, entered: tuple[np.ndarray, np.ndarray] | None) -> None:
         self.reached[dst, chunks] = True
