@@ -26,6 +26,17 @@ def first_valid(ok: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.nonzero(take)
 
 
+def stable_argsort(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")``, by the several times faster unstable sort when no two
+    keys are equal (the sorting order is then unique, so both sorts give it), which a random
+    float64 tie-break makes the rule; the stable sort only when some are equal."""
+    order = np.argsort(key)
+    ranked = key[order]
+    if ranked.size > 1 and bool((ranked[1:] == ranked[:-1]).any()):
+        return np.argsort(key, kind="stable")
+    return order
+
+
 def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
     """Which queued chunks `SingleTargetProposer` must sort (None: all): those on ``here`` (their
     carrier), ``hops`` channels from their rank, keyed ``far`` = hops + noise in [0, 1), farthest
@@ -96,8 +107,8 @@ class SingleTargetProposer(Proposer):
         if keep is not None:
             active, here, hops, far = active[keep], here[keep], hops[keep], far[keep]
         # np.lexsort((-far, here)), as two stable sorts: the second, of small integers, is a
-        # radix sort
-        by_far = np.argsort(-far, kind="stable")
+        # radix sort; the first is `stable_argsort`
+        by_far = stable_argsort(-far)
         order = by_far[np.argsort(here[by_far].astype(self.carrier_type), kind="stable")]
         self.queue = active[order]
         self.queue_target = self.target[self.queue]
