@@ -41,11 +41,18 @@ def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, sc
     """Which queued chunks `SingleTargetProposer` must sort (None: all): those on ``here`` (their
     carrier), ``hops`` channels from their rank, keyed ``far`` = hops + noise in [0, 1), farthest
     first. `SingleTargetProposer.propose` looks at the first ``scan`` chunks of a carrier's queue
-    only, and a chunk fewer hops away comes after every chunk at least ``b`` hops away once its
-    key is below ``b``: per carrier, ``b`` is the most hops at which at least ``scan`` of its
-    chunks are that far or farther, and the chunks kept (key at least ``b``) are those and any as
-    far. The first ``scan`` of every carrier's queue are then the same, in the same order (the
-    sort is stable, and keeping preserves the order), and so is every carrier's having a queue."""
+    only, and any chunk whose key is below a carrier's threshold comes after every chunk at or
+    above it: per carrier, a threshold below which at least ``scan`` of its chunks stay (or all of
+    them) keeps those first ``scan``. The first ``scan`` of every carrier's queue are then the same,
+    in the same order (the sort is stable, and keeping preserves the order), and so is every
+    carrier's having a queue.
+
+    The threshold: ``b`` + ``x``, ``b`` the most hops at which at least ``scan`` of the carrier's
+    chunks are that far or farther (a chunk fewer hops away has a key below ``b``), and ``x`` a
+    noise level that about twice the ``m`` places left at hops ``b`` (and 8 more) clear: the noise
+    is uniform, so 1 - 2(m + 8) / (chunks at hops b). A carrier for which fewer than ``scan`` clear
+    it (the noise is random) keeps its whole level ``b``. An alltoall's chunks are mostly one hop
+    from their rank, hundreds per carrier: the level alone kept all of them for the sort."""
     if here.size <= scan or np.bincount(here, minlength=ranks).max() <= scan:
         return None
     levels = int(hops.max()) + 1
@@ -55,14 +62,25 @@ def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, sc
     enough = at_least[:, -1] > scan
     level = np.argmax(at_least >= scan, axis=1)
     bound = np.where(enough, (levels - 1 - level).astype(np.float64), -np.inf)
-    return far >= bound[here]
+    carriers = np.arange(ranks)
+    at_bound = per_level[carriers, level]
+    left = scan - (at_least[carriers, level] - at_bound)  # places left at hops b
+    noise = np.where(enough, 1.0 - 2.0 * (left + 8) / np.maximum(at_bound, 1), 0.0).clip(min=0.0)
+    threshold = bound + noise
+    keep = far >= threshold[here]
+    short = enough & (np.bincount(here[keep], minlength=ranks) < scan)
+    if short.any():
+        threshold[short] = bound[short]
+        keep = far >= threshold[here]
+    return keep
 
 
 class SingleTargetProposer(Proposer):
     """Chunks with one destination, moved one copy each, farthest first.
 
     - ``target``: each chunk's destination; ``carrier``: the rank holding its copy;
-      ``dist``: [r, r] fewest channels from a rank to another.
+      ``dist``: [r, r] fewest channels from a rank to another; ``hops``: each chunk's from its
+      carrier to its destination.
     - ``reached``: [r, g] the rank holds the chunk or has it on its way in this step (the
       shared holdings or'd with this step's accepted transfers: one matrix to read per proposal);
       ``moving``: the chunk moves in this step (its carrier changes at the step's end).
@@ -83,6 +101,7 @@ class SingleTargetProposer(Proposer):
         self.target = collective.required().argmax(axis=0)
         self.carrier = shared.holds.argmax(axis=0)
         self.dist = shared.ch.hop_distances()
+        self.hops = self.dist[self.carrier, self.target]  # kept up to date in `deliver`
         self.moving = np.zeros(g, dtype=bool)
         # the chunk's rank still lacks it (``shared.lacking`` at the target, kept up to date in
         # `deliver`, so that a step does not gather it from the [r, g] matrix)
@@ -101,7 +120,7 @@ class SingleTargetProposer(Proposer):
         ones as far (`in_reach`), since sorting all of them every step took half the run."""
         active = np.flatnonzero(self.pending)
         here = self.carrier[active]
-        hops = self.dist[here, self.target[active]]
+        hops = self.hops[active]
         far = hops + chunk_noise[active]
         keep = in_reach(here, hops, far, self.shared.r, self.options.single_scan)
         if keep is not None:
@@ -147,4 +166,5 @@ class SingleTargetProposer(Proposer):
 
     def deliver(self, dst: np.ndarray, chunks: np.ndarray, needed: np.ndarray) -> None:
         self.carrier[chunks] = dst
+        self.hops[chunks] = self.dist[dst, self.target[chunks]]
         self.pending[chunks[dst == self.target[chunks]]] = False
