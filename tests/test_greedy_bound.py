@@ -1,7 +1,7 @@
 """greedy's lower bound on its own schedules (`StepBound`) and the early CannotBeat it allows: the
 bound never exceeds the time of a schedule the engine makes, and giving up with it gives what the
 search gives without it (the same schedule, or CannotBeat). Also the exact shortcuts of the
-one-destination proposals (`first_valid`, `stable_argsort`)."""
+one-destination proposals (`first_valid`, `stable_argsort`, no holdings check)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import synth.algorithms.greedy as greedy
 from synth import generators as gen
-from synth.algorithms.engines.greedy_engine import Plan, disseminate
+from synth.algorithms.engines.greedy_engine import Plan, SingleTargetProposer, disseminate
 from synth.algorithms.engines.greedy_engine.proposals_single_target import first_valid, stable_argsort
 from synth.algorithms.engines.greedy_engine.step_bound import StepBound, cut_links
 from synth.algorithms.engines.path_channels import channels_for
@@ -144,3 +144,33 @@ def test_first_valid_is_the_best_of_a_sorted_row(data, rows, cols):
     expect = [(i, int(j)) for i in range(rows) for j in sorted(order[i][np.isfinite(masked[i][order[i]])][: room[i]].tolist())]
     row, col = first_valid(ok, room)
     assert list(zip(row.tolist(), col.tolist(), strict=True)) == expect
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topo=machines(), kind=st.sampled_from([Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL]), k=st.integers(1, 2))
+def test_one_destination_proposals_never_offer_a_chunk_to_a_rank_that_had_it(topo, kind, k):
+    """`SingleTargetProposer.propose` does not ask whether the destination holds the chunk: a
+    chunk only moves nearer its rank, so no rank nearer than its carrier ever held it, and one it
+    is on its way to in this step is ``moving``. Checked on every proposal against the holdings and
+    this step's accepted transfers."""
+    seen: list[int] = []
+
+    class Checked(SingleTargetProposer):
+        def start_step(self, chunk_noise, offered):
+            self.on_way = np.zeros_like(self.shared.holds)
+            return super().start_step(chunk_noise, offered)
+
+        def propose(self, chans, room, chunk_noise):
+            out = super().propose(chans, room, chunk_noise)
+            dst = self.shared.ch.dst[chans[out.row]]
+            assert not (self.shared.holds[dst, out.chunk] | self.on_way[dst, out.chunk]).any()
+            seen.append(out.row.size)
+            return out
+
+        def accept(self, dst, chunks, entered):
+            self.on_way[dst, chunks] = True
+            super().accept(dst, chunks, entered)
+
+    collective = _collective(kind, topo.num_ranks, k)
+    disseminate(topo, collective, channels_for(topo), Plan(seed=1), "greedy", proposer=Checked)
+    assert sum(seen) >= collective.min_transfers()

@@ -81,9 +81,7 @@ class SingleTargetProposer(Proposer):
     - ``target``: each chunk's destination; ``carrier``: the rank holding its copy;
       ``dist``: [r, r] fewest channels from a rank to another; ``hops``: each chunk's from its
       carrier to its destination.
-    - ``reached``: [r, g] the rank holds the chunk or has it on its way in this step (the
-      shared holdings or'd with this step's accepted transfers: one matrix to read per proposal);
-      ``moving``: the chunk moves in this step (its carrier changes at the step's end).
+    - ``moving``: the chunk moves in this step (its carrier changes at the step's end).
     - ``queue`` with ``queue_ptr`` (CSR by carrier): the chunks still on their way at the start
       of the step, each carrier's farthest from their destination first; ``queue_target`` and
       ``queue_hops``: each queued chunk's destination and its hops from its carrier to it (what
@@ -96,7 +94,6 @@ class SingleTargetProposer(Proposer):
     def __init__(self, shared: SharedState, collective: Collective, options: EngineOptions):
         super().__init__(shared, collective, options)
         r, g = shared.r, shared.g
-        self.reached = shared.holds.copy()  # a transfer accepted in a step is delivered at its end
         # one rank needs each chunk; the chunk travels as one copy, held last by its carrier
         self.target = collective.required().argmax(axis=0)
         self.carrier = shared.holds.argmax(axis=0)
@@ -142,7 +139,11 @@ class SingleTargetProposer(Proposer):
         A channel's row is a stretch of its source's queue, which `_queue` sorted by hops + noise
         (float64), farthest first; a proposal's score is that key as float32 (rounding keeps the
         order), so the best ``room`` chunks of a row are its first ``room`` usable ones and no
-        sort is needed (`first_valid`)."""
+        sort is needed (`first_valid`).
+
+        Whether the destination holds the chunk or has it on its way need not be asked: a chunk
+        moves only to ranks nearer its rank (this condition), so every rank that held it is
+        farther than its carrier, and one it is on its way to in this step is ``moving``."""
         ch = self.shared.ch
         src, dst = ch.src[chans], ch.dst[chans]
         lo = self.queue_ptr[src]
@@ -153,7 +154,7 @@ class SingleTargetProposer(Proposer):
         at = np.minimum(lo[:, None] + cols, self.queue.size - 1)
         chunk = self.queue[at]
         here = self.queue_hops[at]
-        ok &= ~np.take(self.reached, dst[:, None] * self.shared.g + chunk) & ~self.moving[chunk]
+        ok &= ~self.moving[chunk]
         ok &= np.take(self.dist, dst[:, None] * self.shared.r + self.queue_target[at]) < here
         row, pick = first_valid(ok, room)
         chosen = chunk[row, pick]
@@ -161,7 +162,6 @@ class SingleTargetProposer(Proposer):
         return Proposals(row, chosen, score, np.full(row.size, -1, dtype=np.int64), ok.any(axis=1))
 
     def accept(self, dst: np.ndarray, chunks: np.ndarray, entered: tuple[np.ndarray, np.ndarray] | None) -> None:
-        self.reached[dst, chunks] = True
         self.moving[chunks] = True
 
     def deliver(self, dst: np.ndarray, chunks: np.ndarray, needed: np.ndarray) -> None:
