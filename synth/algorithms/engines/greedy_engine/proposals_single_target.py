@@ -38,7 +38,8 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
 
 
 def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
-    """Which queued chunks `SingleTargetProposer` must sort (None: all): those on ``here`` (their
+    """Which queued chunks `SingleTargetProposer` must sort, as their sorted indices (None: all):
+    of the chunks on ``here`` (their
     carrier), ``hops`` channels from their rank, keyed ``far`` = hops + noise in [0, 1), farthest
     first. `SingleTargetProposer.propose` looks at the first ``scan`` chunks of a carrier's queue
     only, and any chunk whose key is below a carrier's threshold comes after every chunk at or
@@ -53,13 +54,15 @@ def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, sc
     is uniform, so 1 - 2(m + 8) / (chunks at hops b). A carrier for which fewer than ``scan`` clear
     it (the noise is random) keeps its whole level ``b``. An alltoall's chunks are mostly one hop
     from their rank, hundreds per carrier: the level alone kept all of them for the sort."""
-    if here.size <= scan or np.bincount(here, minlength=ranks).max() <= scan:
+    if here.size <= scan:
         return None
     levels = int(hops.max()) + 1
     # chunks per (carrier, hops), farthest first, and how many are at least that far
     per_level = np.bincount(here * levels + (levels - 1 - hops), minlength=ranks * levels).reshape(ranks, levels)
     at_least = np.cumsum(per_level, axis=1)
     enough = at_least[:, -1] > scan
+    if not enough.any():
+        return None
     level = np.argmax(at_least >= scan, axis=1)
     bound = np.where(enough, (levels - 1 - level).astype(np.float64), -np.inf)
     carriers = np.arange(ranks)
@@ -67,11 +70,11 @@ def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, sc
     left = scan - (at_least[carriers, level] - at_bound)  # places left at hops b
     noise = np.where(enough, 1.0 - 2.0 * (left + 8) / np.maximum(at_bound, 1), 0.0).clip(min=0.0)
     threshold = bound + noise
-    keep = far >= threshold[here]
+    keep = np.flatnonzero(far >= threshold[here])
     short = enough & (np.bincount(here[keep], minlength=ranks) < scan)
     if short.any():
         threshold[short] = bound[short]
-        keep = far >= threshold[here]
+        keep = np.flatnonzero(far >= threshold[here])
     return keep
 
 
@@ -121,15 +124,14 @@ class SingleTargetProposer(Proposer):
         far = hops + chunk_noise[active]
         keep = in_reach(here, hops, far, self.shared.r, self.options.single_scan)
         if keep is not None:
-            active, here, hops, far = active[keep], here[keep], hops[keep], far[keep]
+            active, far = active[keep], far[keep]
         # np.lexsort((-far, here)), as two stable sorts: the second, of small integers, is a
         # radix sort; the first is `stable_argsort`
-        by_far = stable_argsort(-far)
-        order = by_far[np.argsort(here[by_far].astype(self.carrier_type), kind="stable")]
-        self.queue = active[order]
-        self.queue_target = self.target[self.queue]
-        self.queue_hops = hops[order]
-        self.queue_ptr = np.searchsorted(here[order], np.arange(self.shared.r + 1))
+        by_far = active[stable_argsort(-far)]
+        self.queue = queue = by_far[np.argsort(self.carrier[by_far].astype(self.carrier_type), kind="stable")]
+        self.queue_target = self.target[queue]
+        self.queue_hops = self.hops[queue]
+        self.queue_ptr = np.searchsorted(self.carrier[queue], np.arange(self.shared.r + 1))
         self.moving.fill(False)
 
     def propose(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray) -> Proposals:
