@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import synth.algorithms.greedy as greedy
 from synth import generators as gen
-from synth.algorithms.engines.greedy_engine import Plan, SingleTargetProposer, disseminate
+from synth.algorithms.engines.greedy_engine import EngineOptions, Plan, SingleTargetProposer, disseminate
 from synth.algorithms.engines.greedy_engine.proposals_single_target import first_valid, stable_argsort
 from synth.algorithms.engines.greedy_engine.step_bound import StepBound, cut_links
 from synth.algorithms.engines.path_channels import channels_for
@@ -174,3 +174,45 @@ def test_one_destination_proposals_never_offer_a_chunk_to_a_rank_that_had_it(top
     collective = _collective(kind, topo.num_ranks, k)
     disseminate(topo, collective, channels_for(topo), Plan(seed=1), "greedy", proposer=Checked)
     assert sum(seen) >= collective.min_transfers()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    topo=machines(),
+    kind=st.sampled_from([Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL]),
+    k=st.integers(1, 3),
+    quantum=st.sampled_from([1, 4]),
+    scan=st.sampled_from([1, 3, 64]),
+)
+def test_one_destination_proposals_from_the_chunks_side_are_the_dense_ones(topo, kind, k, quantum, scan):
+    """`SingleTargetProposer.propose` (each looked-at chunk lists the channels it is usable by)
+    gives, in every round, exactly the proposals of `propose_dense` (every channel against every
+    chunk it looks at), in the same order."""
+    rounds: list[int] = []
+
+    class Both(SingleTargetProposer):
+        def propose(self, chans, room, chunk_noise):
+            fast = super().propose(chans, room, chunk_noise)
+            dense = self.propose_dense(chans, room, chunk_noise)
+            for a, b in zip(fast, dense, strict=True):
+                assert a.dtype.kind == b.dtype.kind and np.array_equal(a, b)
+            rounds.append(fast.row.size)
+            return fast
+
+    collective = _collective(kind, topo.num_ranks, k)
+    plan = Plan(quantum=quantum, seed=2, engine=EngineOptions(single_scan=scan))
+    disseminate(topo, collective, channels_for(topo), plan, "greedy", proposer=Both)
+    assert rounds
+
+
+def test_one_destination_proposals_without_the_nearer_table_give_the_same_schedule(builtin, monkeypatch):
+    """Beyond `NEARER_TABLE_CELLS` the proposer tests every channel against every chunk
+    (`propose_dense`): the same schedule."""
+    from synth.algorithms.engines.greedy_engine import proposals_single_target
+
+    topo = builtin("dgx-a100x2")
+    collective = _collective(Kind.ALLTOALL, topo.num_ranks, 2)
+    with_table = disseminate(topo, collective, channels_for(topo), Plan(quantum=2), "greedy")
+    monkeypatch.setattr(proposals_single_target, "NEARER_TABLE_CELLS", 0)
+    without = disseminate(topo, collective, channels_for(topo), Plan(quantum=2), "greedy")
+    assert with_table == without

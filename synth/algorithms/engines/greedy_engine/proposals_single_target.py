@@ -12,11 +12,15 @@ import numpy as np
 
 from synth.algorithms.engines.greedy_engine.options import EngineOptions
 from synth.algorithms.engines.greedy_engine.proposer import Proposals, Proposer
-from synth.algorithms.engines.greedy_engine.state import SharedState
+from synth.algorithms.engines.greedy_engine.state import SharedState, expand
 from synth.collective import Collective, Kind
 
 #: the collectives whose chunks each have one destination
 SINGLE_TARGET_KINDS = (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)
+#: `SingleTargetProposer` lists the channels that bring a rank nearer each rank (one entry per
+#: channel and rank it helps) while channels × ranks is at most this; beyond, it tests every
+#: channel against every chunk it looks at (`SingleTargetProposer.propose_dense`)
+NEARER_TABLE_CELLS = 1 << 22
 
 
 def first_valid(ok: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,6 +39,24 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
     if ranked.size > 1 and bool((ranked[1:] == ranked[:-1]).any()):
         return np.argsort(key, kind="stable")
     return order
+
+
+def nearer_channels(src: np.ndarray, dst: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The channels (``src[c]`` to ``dst[c]``) that bring a chunk nearer each rank, by source and
+    rank (CSR: key source × r + rank, channel ids ascending within a key): those whose destination
+    is fewer channels (``dist``, [r, r]) from the rank than their source. Compared in blocks of
+    channels, so that the [channels, r] comparison stays a few MB."""
+    r = dist.shape[0]
+    block = max(1, (1 << 20) // max(r, 1))
+    chans, ranks = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for lo in range(0, src.size, block):
+        chan, rank = np.nonzero(dist[dst[lo : lo + block]] < dist[src[lo : lo + block]])
+        chans.append(chan + lo)
+        ranks.append(rank)
+    chan, rank = np.concatenate(chans), np.concatenate(ranks)
+    key = src[chan] * r + rank
+    order = np.argsort(key, kind="stable")  # np.nonzero gave them by channel: kept ascending
+    return np.searchsorted(key[order], np.arange(r * r + 1)), chan[order]
 
 
 def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
@@ -89,6 +111,9 @@ class SingleTargetProposer(Proposer):
       of the step, each carrier's farthest from their destination first; ``queue_target`` and
       ``queue_hops``: each queued chunk's destination and its hops from its carrier to it (what
       every round of `propose` would otherwise gather again per cell).
+    - ``nearer`` with ``nearer_ptr`` (CSR by source × r + rank, channel ids ascending): the
+      channels out of a rank that bring a chunk nearer a rank, fixed for the run; None beyond
+      `NEARER_TABLE_CELLS`.
     """
 
     uses_offers = False
@@ -107,6 +132,11 @@ class SingleTargetProposer(Proposer):
         # `deliver`, so that a step does not gather it from the [r, g] matrix)
         self.pending = shared.lacking[self.target, np.arange(g)]
         self.carrier_type = np.int16 if r <= np.iinfo(np.int16).max else np.int64
+        ch = shared.ch
+        self.nearer: np.ndarray | None = None
+        if ch.count * r <= NEARER_TABLE_CELLS:
+            self.nearer_ptr, self.nearer = nearer_channels(ch.src, ch.dst, self.dist)
+            self.row_of = np.full(ch.count, -1, dtype=np.int64)
 
     def start_step(self, chunk_noise: np.ndarray, offered: np.ndarray | None) -> np.ndarray:
         """Queue the chunks still on their way; the channels whose source carries any propose."""
@@ -136,7 +166,48 @@ class SingleTargetProposer(Proposer):
 
     def propose(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray) -> Proposals:
         """The source's queued chunks that the channel brings closer to their rank, farthest
-        first (among the first ``single_scan`` of its queue).
+        first (among the first ``single_scan`` of its queue): `propose_dense`'s proposals, found
+        from the other side. Each source's first ``single_scan`` queued chunks that are not
+        moving are looked at once, and each lists the channels out of the source that bring it
+        nearer its rank (``nearer``); those of ``chans`` are the channels it is usable by. Sorted
+        by (channel's row, place in the queue), the first ``room`` of each row are the dense
+        choice, in its order. On a fat-tree, where every pair of ranks has a channel, a chunk is
+        usable by the one or two channels into its rank, where the dense test looked at every
+        chunk for every channel."""
+        if self.nearer is None:
+            return self.propose_dense(chans, room, chunk_noise)
+        ch, r = self.shared.ch, self.shared.r
+        scan = self.options.single_scan
+        sources = np.unique(ch.src[chans])
+        lo = self.queue_ptr[sources]
+        n = np.minimum(self.queue_ptr[sources + 1] - lo, scan)
+        # every (source, place) looked at: its chunk, unless it is moving in this step
+        place = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        at = np.repeat(lo, n) + place
+        still = np.flatnonzero(~self.moving[self.queue[at]])
+        at, place = at[still], place[still]
+        key = self.carrier[self.queue[at]] * r + self.queue_target[at]
+        cell, chan = expand(self.nearer_ptr, self.nearer, key)
+        self.row_of[chans] = np.arange(chans.size)
+        row = self.row_of[chan]
+        self.row_of[chans] = -1
+        usable = np.flatnonzero(row >= 0)
+        row, cell = row[usable], cell[usable]
+        has = np.zeros(chans.size, dtype=bool)
+        has[row] = True
+        order = np.argsort(row * scan + place[cell])  # distinct keys: any sort gives this order
+        row, cell = row[order], cell[order]
+        first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if row.size else np.zeros(0, dtype=np.int64)
+        rank = np.arange(row.size) - np.repeat(first, np.diff(np.r_[first, row.size]))
+        pick = np.flatnonzero(rank < room[row])
+        row, at = row[pick], at[cell[pick]]
+        chosen = self.queue[at]
+        score = (self.queue_hops[at] + chunk_noise[chosen]).astype(np.float32)
+        return Proposals(row, chosen, score, np.full(row.size, -1, dtype=np.int64), has)
+
+    def propose_dense(self, chans: np.ndarray, room: np.ndarray, chunk_noise: np.ndarray) -> Proposals:
+        """`propose` by testing every channel against the first ``single_scan`` chunks of its
+        source's queue, as a [channels, scan] matrix.
 
         A channel's row is a stretch of its source's queue, which `_queue` sorted by hops + noise
         (float64), farthest first; a proposal's score is that key as float32 (rounding keeps the
