@@ -216,3 +216,13 @@ def test_one_destination_proposals_without_the_nearer_table_give_the_same_schedu
     monkeypatch.setattr(proposals_single_target, "NEARER_TABLE_CELLS", 0)
     without = disseminate(topo, collective, channels_for(topo), Plan(quantum=2), "greedy")
     assert with_table == without
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.integers(0, 4), min_size=0, max_size=30))
+def test_rank_in_runs_counts_places_within_runs(values):
+    from synth.algorithms.engines.greedy_engine.state import rank_in_runs
+
+    keys = np.sort(np.asarray(values, dtype=np.int64))
+    expect = [sum(1 for earlier in keys[:i] if earlier == keys[i]) for i in range(keys.size)]
+    assert rank_in_runs(keys).tolist() == expect

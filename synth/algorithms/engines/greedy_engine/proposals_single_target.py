@@ -12,7 +12,7 @@ import numpy as np
 
 from synth.algorithms.engines.greedy_engine.options import EngineOptions
 from synth.algorithms.engines.greedy_engine.proposer import Proposals, Proposer
-from synth.algorithms.engines.greedy_engine.state import SharedState, expand
+from synth.algorithms.engines.greedy_engine.state import SharedState, expand, rank_in_runs
 from synth.collective import Collective, Kind
 
 #: the collectives whose chunks each have one destination
@@ -197,9 +197,7 @@ class SingleTargetProposer(Proposer):
         has[row] = True
         order = np.argsort(row * scan + place[cell])  # distinct keys: any sort gives this order
         row, cell = row[order], cell[order]
-        first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if row.size else np.zeros(0, dtype=np.int64)
-        rank = np.arange(row.size) - np.repeat(first, np.diff(np.r_[first, row.size]))
-        pick = np.flatnonzero(rank < room[row])
+        pick = np.flatnonzero(rank_in_runs(row) < room[row])
         row, at = row[pick], at[cell[pick]]
         chosen = self.queue[at]
         score = (self.queue_hops[at] + chunk_noise[chosen]).astype(np.float32)
