@@ -226,3 +226,18 @@ def test_rank_in_runs_counts_places_within_runs(values):
     keys = np.sort(np.asarray(values, dtype=np.int64))
     expect = [sum(1 for earlier in keys[:i] if earlier == keys[i]) for i in range(keys.size)]
     assert rank_in_runs(keys).tolist() == expect
+
+
+def test_no_bound_on_machines_too_large_for_its_tables(monkeypatch):
+    """Beyond `TABLE_CELLS` greedy makes no bound and searches as before (CannotBeat only from its
+    runs); beyond `LACKING_WORK` a collective's bound is 0."""
+    from synth.algorithms.engines.greedy_engine import step_bound
+
+    topo = gen.fattree(racks=2, servers=2, gpus=2)
+    size = 1 << 16
+    monkeypatch.setattr(step_bound, "TABLE_CELLS", 1)
+    with pytest.raises(CannotBeat, match="its fastest schedule takes"):
+        synthesize(topo, "alltoall", "greedy", options={"size": size, "beat_us": 1.0})
+    monkeypatch.setattr(step_bound, "LACKING_WORK", 1)
+    bound = StepBound(topo, channels_for(topo))
+    assert bound.time_us(_collective(Kind.ALLTOALL, topo.num_ranks, 1), 1, size) == 0.0

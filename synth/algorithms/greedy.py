@@ -219,8 +219,9 @@ class _Hopeless:
     ``beat_us`` (by more than `TimeLimit.SLACK`); so when the fastest run so far and the bound of
     every run the search may still make are all slower, the result is CannotBeat whatever those
     runs would give, and the search gives up before making them. Only with a time to beat, for
-    the collectives the engine makes directly (a reduction's bound is 0); the bound is built on
-    first use and kept per (chunks per piece, multiplier)."""
+    the collectives the engine makes directly (a reduction's bound is 0) on machines whose tables
+    fit (`StepBound.fits`); the bound is built on first use and kept per (chunks per piece,
+    multiplier)."""
 
     def __init__(self, topology: Topology, collective: Collective, beat_us: float, size: int):
         self.topology = topology
@@ -236,7 +237,11 @@ class _Hopeless:
         found = self.known.get(key)
         if found is None:
             if self.bound is None:
-                self.bound = StepBound(self.topology, channels_for(self.topology))
+                channels = channels_for(self.topology)
+                if not StepBound.fits(self.topology, channels):
+                    self.active = False  # no bound on a machine this large: the search as before
+                    return 0.0
+                self.bound = StepBound(self.topology, channels)
             found = self.known[key] = self.bound.time_us(collective, quantum, self.size)
         return found
 
