@@ -44,19 +44,21 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
 def nearer_channels(src: np.ndarray, dst: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The channels (``src[c]`` to ``dst[c]``) that bring a chunk nearer each rank, by source and
     rank (CSR: key source × r + rank, channel ids ascending within a key): those whose destination
-    is fewer channels (``dist``, [r, r]) from the rank than their source. Compared in blocks of
-    channels, so that the [channels, r] comparison stays a few MB."""
+    is fewer channels (``dist``, [r, r]) from the rank than their source. One source at a time: its
+    channels against every rank, read rank by rank, come out in key order."""
     r = dist.shape[0]
-    block = max(1, (1 << 20) // max(r, 1))
-    chans, ranks = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-    for lo in range(0, src.size, block):
-        chan, rank = np.nonzero(dist[dst[lo : lo + block]] < dist[src[lo : lo + block]])
-        chans.append(chan + lo)
-        ranks.append(rank)
-    chan, rank = np.concatenate(chans), np.concatenate(ranks)
-    key = src[chan] * r + rank
-    order = np.argsort(key, kind="stable")  # np.nonzero gave them by channel: kept ascending
-    return np.searchsorted(key[order], np.arange(r * r + 1)), chan[order]
+    by_src = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[by_src], np.arange(r + 1))
+    keys, chans = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for s in np.flatnonzero(np.diff(bounds)).tolist():
+        mine = by_src[bounds[s] : bounds[s + 1]]
+        rank, at = np.nonzero((dist[dst[mine]] < dist[s]).T)
+        keys.append(s * r + rank)
+        chans.append(mine[at])
+    key = np.concatenate(keys)
+    ptr = np.zeros(r * r + 1, dtype=np.int64)
+    np.cumsum(np.bincount(key, minlength=r * r), out=ptr[1:])
+    return ptr, np.concatenate(chans)
 
 
 def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
