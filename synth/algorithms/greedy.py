@@ -22,11 +22,11 @@ mode thresholds and knobs, library only; tests use it to reach the modes of thou
 ``beat_us`` (library only, what `synth.selection` passes: the best time found so far at ``size``,
 or 1 GiB without it; `synth.errors.CannotBeat` when greedy's schedule is slower, and a single run
 stops as soon as its steps so far take longer; the search stops before a run when the fastest run
-so far and a lower bound on every run it may still make are slower, `_Hopeless`). Within the search of chunk counts, link-room
-multipliers and seeds, every run after the first stops as soon as its steps so far take longer
-than the fastest run so far (`synth.algorithms.engines.size_tuning.TimeLimit`): it would not have
-been kept, so the search chooses exactly as it would without stopping it, and the runs that lose
-cost a part of a run.
+so far and a lower bound on every run it may still make are slower, `_Hopeless`). Within the
+search of chunk counts, link-room multipliers and seeds, every run after the first stops as soon
+as its steps so far take longer than the fastest run so far
+(`synth.algorithms.engines.size_tuning.TimeLimit`): it would not have been kept, so the search
+chooses exactly as it would without stopping it, and the runs that lose cost a part of a run.
 """
 
 from __future__ import annotations
@@ -214,7 +214,8 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
 class _Hopeless:
     """Whether greedy can still beat ``beat_us`` at ``size``, from `StepBound`: a lower bound on
     the step-synchronous time of every schedule the engine makes for a collective at a link-room
-    multiplier, known before making it (its docstring and docs/algorithms.md give the argument).
+    multiplier, known before making it (its module docstring and docs/scalable.md, greedy's
+    "Giving up on a time to beat", give the argument).
     The search's result is the fastest of its runs, and CannotBeat when that is slower than
     ``beat_us`` (by more than `TimeLimit.SLACK`); so when the fastest run so far and the bound of
     every run the search may still make are all slower, the result is CannotBeat whatever those

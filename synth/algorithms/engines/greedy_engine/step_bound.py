@@ -2,7 +2,7 @@
 collective at a link-room multiplier, before making it: what lets `synth.algorithms.greedy` give
 up on a time to beat without running the chunk counts and multipliers it has left.
 
-The argument (docs/algorithms.md, greedy):
+The argument (also in docs/scalable.md, greedy, "Giving up on a time to beat"):
 
 1. The engine's steps respect the links' room: in a step, a link carries at most ``cap`` transfers
    (`state.link_capacity`: ⌊b·quantum⌋ for a link b times the reference bandwidth, at least 1),
