@@ -17,7 +17,7 @@ from synth.collective import Collective, Kind
 
 #: the collectives whose chunks each have one destination
 SINGLE_TARGET_KINDS = (Kind.GATHER, Kind.SCATTER, Kind.ALLTOALL)
-#: `SingleTargetProposer` lists the channels that bring a rank nearer each rank (one entry per
+#: `SingleTargetProposer` lists the channels that bring a chunk nearer each rank (one entry per
 #: channel and rank it helps) while channels × ranks is at most this; beyond, it tests every
 #: channel against every chunk it looks at (`SingleTargetProposer.propose_dense`)
 NEARER_TABLE_CELLS = 1 << 22
@@ -62,10 +62,9 @@ def nearer_channels(src: np.ndarray, dst: np.ndarray, dist: np.ndarray) -> tuple
 
 
 def in_reach(here: np.ndarray, hops: np.ndarray, far: np.ndarray, ranks: int, scan: int) -> np.ndarray | None:
-    """Which queued chunks `SingleTargetProposer` must sort, as their sorted indices (None: all):
-    of the chunks on ``here`` (their
-    carrier), ``hops`` channels from their rank, keyed ``far`` = hops + noise in [0, 1), farthest
-    first. `SingleTargetProposer.propose` looks at the first ``scan`` chunks of a carrier's queue
+    """Which queued chunks `SingleTargetProposer` must sort, as their sorted indices (None: all),
+    of the chunks on ``here`` (their carrier), ``hops`` channels from their rank, keyed ``far`` =
+    hops + noise in [0, 1), farthest first. `SingleTargetProposer.propose` looks at the first ``scan`` chunks of a carrier's queue
     only, and any chunk whose key is below a carrier's threshold comes after every chunk at or
     above it: per carrier, a threshold below which at least ``scan`` of its chunks stay (or all of
     them) keeps those first ``scan``. The first ``scan`` of every carrier's queue are then the same,
