@@ -111,13 +111,10 @@ class StepBound:
         bw = topology.bandwidth_array
         #: per set: its cut's bandwidth (GB/s), and the least α of a channel crossing it
         self.cut_bandwidth = np.array([float(bw[cut].sum()) for cut in self.cuts])
-        on_cut = np.zeros((len(self.cuts), len(topology.links)), dtype=bool)
-        for i, cut in enumerate(self.cuts):
-            on_cut[i, cut] = True
-        crosses = np.zeros((len(self.cuts), channels.count), dtype=bool)
-        if channels.count:  # every channel has a link: its segment of link_ids is never empty
-            crosses = np.logical_or.reduceat(on_cut[:, channels.link_ids], channels.link_ptr[:-1], axis=1)
-        self.cut_alpha = np.where(crosses, channels.alpha[None, :], np.inf).min(axis=1, initial=np.inf)
+        # the least α of a channel crossing each link, then of each cut's links
+        link_alpha = np.full(len(topology.links), np.inf)
+        np.minimum.at(link_alpha, channels.link_ids, channels.alpha[channels.link_owner])
+        self.cut_alpha = np.array([link_alpha[cut].min(initial=np.inf) for cut in self.cuts])
         # the channels into each set: their α and seconds per byte over their narrowest link
         entering = ~self.inside[:, channels.src] & self.inside[:, channels.dst]
         self.entering = entering
