@@ -314,21 +314,32 @@ def test_first_true_over_words_matches_numpy(width):
     assert not found[0] and first[1] == width - 1
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(30))
 def test_queue_in_reach_keeps_every_carriers_first_chunks(seed):
     """The chunks a one-destination step sorts (in_reach) give every carrier the same first
-    ``scan`` chunks, in the same order, as sorting all of them (farthest first, stable)."""
+    ``scan`` chunks, in the same order, as sorting all of them (farthest first, stable); with
+    hundreds of chunks per carrier at one distance (seeds from 20), its noise threshold comes in."""
     rng = np.random.default_rng(seed)
-    ranks, n, scan = int(rng.integers(1, 9)), int(rng.integers(0, 400)), int(rng.integers(1, 40))
+    ranks, n, scan = int(rng.integers(1, 9)), int(rng.integers(0, 400 if seed < 20 else 6000)), int(rng.integers(1, 40))
     here = rng.integers(0, ranks, n)
     hops = rng.integers(0, int(rng.integers(1, 5)), n)
     far = hops + rng.random(n)
     far[: n // 10] = np.floor(far[: n // 10])  # keys exactly at a whole number of hops
 
     def firsts(keep):
-        idx = np.arange(n) if keep is None else np.flatnonzero(keep)
+        idx = np.arange(n) if keep is None else keep
         order = idx[np.lexsort((-far[idx], here[idx]))]
         return [order[here[order] == v][:scan].tolist() for v in range(ranks)]
 
     keep = in_reach(here, hops, far, ranks, scan)
     assert firsts(keep) == firsts(None)
+
+
+def test_queue_in_reach_keeps_a_whole_level_when_too_few_clear_the_noise_threshold():
+    """Keys all at a whole number of hops (no noise): none clears the threshold, and the carrier
+    keeps its whole level, as before the threshold; one carrier with noise keeps fewer."""
+    here = np.repeat([0, 1], 1000)
+    hops = np.ones(2000, dtype=np.int64)
+    far = hops + np.r_[np.zeros(1000), np.random.default_rng(0).random(1000)]
+    keep = in_reach(here, hops, far, 2, 10)
+    assert keep is not None and np.array_equal(keep[:1000], np.arange(1000)) and 10 <= (keep >= 1000).sum() < 200

@@ -21,11 +21,12 @@ multipliers and keep the fastest at that size; seeds are compared at ``size``, o
 mode thresholds and knobs, library only; tests use it to reach the modes of thousands of ranks),
 ``beat_us`` (library only, what `synth.selection` passes: the best time found so far at ``size``,
 or 1 GiB without it; `synth.errors.CannotBeat` when greedy's schedule is slower, and a single run
-stops as soon as its steps so far take longer). Within the search of chunk counts, link-room
-multipliers and seeds, every run after the first stops as soon as its steps so far take longer
-than the fastest run so far (`synth.algorithms.engines.size_tuning.TimeLimit`): it would not have
-been kept, so the search chooses exactly as it would without stopping it, and the runs that lose
-cost a part of a run.
+stops as soon as its steps so far take longer; the search stops before a run when the fastest run
+so far and a lower bound on every run it may still make are slower, `_Hopeless`). Within the
+search of chunk counts, link-room multipliers and seeds, every run after the first stops as soon
+as its steps so far take longer than the fastest run so far
+(`synth.algorithms.engines.size_tuning.TimeLimit`): it would not have been kept, so the search
+chooses exactly as it would without stopping it, and the runs that lose cost a part of a run.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 from synth.algorithms.engines.builders import dispatcher, with_reductions
 from synth.algorithms.engines.greedy_engine import EngineOptions, Plan, disseminate, link_capacity
+from synth.algorithms.engines.greedy_engine.step_bound import StepBound
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import TimeLimit, beat_option, check_options, predicted_us
 from synth.collective import Collective, Kind
@@ -53,6 +55,12 @@ OPTIONS = frozenset({"seed", "seeds", "size", "progress", "engine", "beat_us"})
 REFERENCE_SIZE = 1 << 30
 #: a chunk-count search stops before schedules of more transfers than this
 TRANSFER_BUDGET = 4_000_000
+#: the link-room multipliers a size search tries: 1 with every chunk count, the others with the
+#: chunk count it chose
+QUANTUMS = (1, 2, 4, 8, 16, 32, 64)
+#: a lower bound must exceed the time to beat by this much more (relative) than a run's own time
+#: must (`TimeLimit.SLACK`) to give up on it: the simulator adds a step's α and bytes in another order
+BOUND_MARGIN = 1e-6
 
 Progress = Callable[[int, int], None]
 
@@ -134,6 +142,7 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
 
     best: tuple[float, int, Schedule, Collective, Plan] | None = None
     stopped: list[str] = []
+    hopeless = _Hopeless(topology, collective, beat, measure_at)
 
     compare = choose or seeds > 1
     alone = not compare
@@ -158,11 +167,22 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
             best = (time, schedule.num_transfers, schedule, coll, plan)
         return better
 
+    def give_up(left: list[tuple[Collective, int]]) -> None:
+        """CannotBeat when the fastest schedule so far and every run ``left`` (the runs the search
+        may still make, or more) are certainly slower than ``beat_us`` (`_Hopeless`)."""
+        so_far = None if best is None else best[0]
+        reason = hopeless.reason(so_far, left)
+        if reason is not None:
+            raise CannotBeat(f"greedy: {reason}")
+
     base = Plan(seed=seed, engine=engine)
     if choose:
+        candidates = [_collective(kind, r, k, collective.root) for k in chunk_candidates(kind, r)]
+        later = [(coll, q) for coll in candidates for q in QUANTUMS[1:]]  # whichever count is chosen
         misses = 0
-        for k in chunk_candidates(kind, r):
-            misses = 0 if consider(_collective(kind, r, k, collective.root), base) else misses + 1
+        for i, coll in enumerate(candidates):
+            give_up([(c, 1) for c in candidates[i:]] + later)
+            misses = 0 if consider(coll, base) else misses + 1
             if misses == 2:
                 break
         assert best is not None  # the first run has no time to beat
@@ -170,9 +190,11 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         misses = 0
         quantum = 2
         while quantum <= 64 and misses < 2:
+            give_up([(k_best, q) for q in QUANTUMS if q >= quantum])
             misses = 0 if consider(k_best, replace(base, quantum=quantum)) else misses + 1
             quantum *= 2
     else:
+        give_up([(collective, 1)])
         consider(collective, base)
     if best is None:
         raise CannotBeat(f"greedy: {stopped[0]}")
@@ -187,6 +209,58 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         params["seeds_tried"] = seeds
         schedule = replace(schedule, params=params)
     return schedule
+
+
+class _Hopeless:
+    """Whether greedy can still beat ``beat_us`` at ``size``, from `StepBound`: a lower bound on
+    the step-synchronous time of every schedule the engine makes for a collective at a link-room
+    multiplier, known before making it (its module docstring and docs/scalable.md, greedy's
+    "Giving up on a time to beat", give the argument).
+    The search's result is the fastest of its runs, and CannotBeat when that is slower than
+    ``beat_us`` (by more than `TimeLimit.SLACK`); so when the fastest run so far and the bound of
+    every run the search may still make are all slower, the result is CannotBeat whatever those
+    runs would give, and the search gives up before making them. Only with a time to beat, for
+    the collectives the engine makes directly (a reduction's bound is 0) on machines whose tables
+    fit (`StepBound.fits`); the bound is built on first use and kept per (chunks per piece,
+    multiplier)."""
+
+    def __init__(self, topology: Topology, collective: Collective, beat_us: float, size: int):
+        self.topology = topology
+        self.beat_us = beat_us
+        self.size = size
+        self.active = beat_us < math.inf and not collective.is_reduction
+        self.bound: StepBound | None = None
+        self.known: dict[tuple[int, int], float] = {}
+        self.threshold = beat_us * (1 + TimeLimit.SLACK)
+
+    def time_us(self, collective: Collective, quantum: int) -> float:
+        key = (collective.chunks_per_piece, quantum)
+        found = self.known.get(key)
+        if found is None:
+            if self.bound is None:
+                channels = channels_for(self.topology)
+                if not StepBound.fits(self.topology, channels):
+                    self.active = False  # no bound on a machine this large: the search as before
+                    return 0.0
+                self.bound = StepBound(self.topology, channels)
+            found = self.known[key] = self.bound.time_us(collective, quantum, self.size)
+        return found
+
+    def reason(self, so_far: float | None, left: list[tuple[Collective, int]]) -> str | None:
+        """Why greedy cannot beat the time, when the fastest run so far (``so_far``, None before
+        the first) and the lower bound of every run in ``left`` are slower; else None."""
+        if not self.active or (so_far is not None and not so_far > self.threshold):
+            return None
+        least = math.inf
+        for collective, quantum in left:
+            bound = self.time_us(collective, quantum)
+            if not bound * (1 - BOUND_MARGIN) > self.threshold:
+                return None
+            least = min(least, bound)
+        done = [] if so_far is None else [f"its fastest schedule so far takes {so_far:.3f} us"]
+        if left:
+            done.append(f"every run it has left takes at least {least:.3f} us (a lower bound on its steps)")
+        return f"cannot beat {self.beat_us:.3f} us at {self.size} B: {' and '.join(done)}"
 
 
 METHOD = Method(

@@ -43,6 +43,8 @@ The modules:
 - `proposals_window`: rarest first over windows of arrival lists (thousands of ranks), with the
   per-(rank, chunk) flags `ChunkState`;
 - `offers`: which channels take part in a step (all, or a random few per link: *sampled*);
+- `step_bound`: a lower bound on the time of every schedule a run can make, before making it
+  (what lets `synth.algorithms.greedy` give up on a time to beat early);
 - `bitwords`: bit and flag scans over 64-bit words.
 """
 

@@ -13,7 +13,7 @@ from synth.algorithms.engines.greedy_engine.proposals_bitset import BitsetPropos
 from synth.algorithms.engines.greedy_engine.proposals_single_target import SINGLE_TARGET_KINDS, SingleTargetProposer
 from synth.algorithms.engines.greedy_engine.proposals_window import WindowProposer
 from synth.algorithms.engines.greedy_engine.proposer import Proposals, Proposer
-from synth.algorithms.engines.greedy_engine.state import SharedState
+from synth.algorithms.engines.greedy_engine.state import SharedState, rank_in_runs
 from synth.algorithms.engines.path_channels import PathChannels
 from synth.algorithms.engines.size_tuning import TimeLimit
 from synth.collective import Collective
@@ -222,8 +222,7 @@ class Engine:
         pending = np.ones(cand.size, dtype=bool)
         accepted = np.zeros(cand.size, dtype=bool)
         for _ in range(self.options.link_passes):
-            first = np.flatnonzero(np.r_[True, s_link[1:] != s_link[:-1]])
-            rank = np.arange(s_link.size) - np.repeat(first, np.diff(np.r_[first, s_link.size]))
+            rank = rank_in_runs(s_link)
             blocked = np.zeros(cand.size, dtype=bool)
             blocked[s_owner[rank >= left[s_link]]] = True
             safe = pending & ~blocked

@@ -35,6 +35,21 @@ def expand(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.nd
     return owner, values[lo[owner] + offset]
 
 
+def rank_in_runs(keys: np.ndarray) -> np.ndarray:
+    """Each entry's place in its run of equal ``keys`` (sorted, or at least grouped): 0 for the
+    first of a run, 1 for the next, ... (the start of each run carried forward by a running
+    maximum: a few passes, where finding the runs and repeating their starts took several more)."""
+    n = keys.size
+    place = np.arange(n)
+    if n == 0:
+        return place
+    start = np.empty(n, dtype=place.dtype)
+    start[0] = 0
+    np.multiply(keys[1:] != keys[:-1], place[1:], out=start[1:])
+    np.maximum.accumulate(start, out=start)
+    return place - start
+
+
 class LinkRoom:
     """The links' room per step, and every channel's links laid out for per-channel gathers.
 
