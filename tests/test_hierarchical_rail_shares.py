@@ -114,3 +114,46 @@ def test_allreduce_uses_the_weighted_phases_and_verifies():
     schedule = synthesize(topo, Kind.ALLREDUCE, "hierarchical", options={"size": 16 * MIB}, verify=False)
     assert verify(schedule, topo).ok
     assert numeric_replay(schedule)
+
+
+def _gaudi_boxes():
+    """Four Gaudi 2-style boxes of 4: three 12.5 GB/s scale-out ports per accelerator, port i on
+    leaf switch i, so every pair across boxes has three equally good paths."""
+    return gen.gaudi(boxes=4, gpus=4, port_bandwidth=12.5, name="gaudi4x4")
+
+
+def test_the_fastest_candidates_are_spread_over_the_ports():
+    """One route per pair sends a rank's three rail peers' chunks out of one port; spread over the
+    three, the across step takes a third: the tuned allgather keeps the spread schedule."""
+    topo = _gaudi_boxes()
+    size = MIB
+    schedule = synthesize(topo, Kind.ALLGATHER, "hierarchical", options={"size": size})
+    assert schedule.params.get("routes") == "spread"
+    setup = hierarchical.LevelSetup(topo)
+    plain = setup.build(Collective(Kind.ALLGATHER, 16, schedule.collective.chunks_per_piece), schedule.params["waves"], size)
+    assert predicted_us(schedule, topo, [size])[0] < 0.8 * predicted_us(plain, topo, [size])[0]
+    # every port of a rank carries some of its sends across
+    ports = {via[0] for via, src in ((schedule.routes[r], s) for r, s in zip(schedule.route, schedule.src)) if via and src == 0}
+    assert len(ports) == 3
+    assert numeric_replay(schedule)
+
+
+@pytest.mark.parametrize("kind", (Kind.REDUCE_SCATTER, Kind.ALLREDUCE), ids=lambda k: k.value)
+def test_spread_duals_verify_and_replay(kind):
+    topo = _gaudi_boxes()
+    schedule = synthesize(topo, kind, "hierarchical", options={"size": MIB}, verify=False)
+    assert verify(schedule, topo).ok
+    assert numeric_replay(schedule)
+
+
+def test_pipelined_allreduce_spreads_both_phases():
+    """The pipelined allreduce takes the tuned allgather's spread routes for its reduce-scatter
+    (the dual of the same allgather, spread on the reversed machine) too."""
+    from synth.routing import router_for
+
+    topo = _gaudi_boxes()
+    schedule = hierarchical.pipelined_allreduce(topo, Collective(Kind.ALLREDUCE, 16, 64), router_for(topo), MIB)
+    assert schedule.params["allgather"]["routes"] == "spread"
+    assert verify(schedule, topo).ok
+    sends = [schedule.routes[r][0] for r, s in zip(schedule.route, schedule.src) if s == 0 and schedule.routes[r]]
+    assert len({via for via in sends if via.startswith("leaf")}) == 3
