@@ -207,10 +207,17 @@ def synthesize(
     at = size if size is not None else REFERENCE_SIZE
     chunks = None if options.get("requested_chunks", collective.chunks_per_piece) is None else collective.chunks_per_piece
     router = router or router_for(topology)
+    # forward schedules built in this call, by (topology object, collective, chunks, ramp): on a
+    # machine that is its own reversal (`_reversal`) allreduce's reduce-scatter phase is the dual
+    # of the very allgather schedule its allgather phase chose, built once
+    built: dict[tuple, Schedule] = {}
 
     def forward(chosen: int | None, ramp: bool = True):
         def build(topo: Topology, coll: Collective, _router: Router) -> Schedule:
-            return _best_tree_schedule(topo, coll.kind, coll.root, chosen, at, ramp)
+            key = (id(topo), coll.kind, coll.root, chosen, ramp)
+            if key not in built:
+                built[key] = _best_tree_schedule(topo, coll.kind, coll.root, chosen, at, ramp)
+            return built[key]
 
         return build
 
@@ -227,13 +234,24 @@ def synthesize(
 def _dual(topology: Topology, kind: Kind, root: int | None, build) -> Schedule:
     """Reduce-scatter / reduce: in-trees, as the allgather / broadcast of the reversed topology
     run backwards with reduces (its chunk count is whatever the forward schedule chose)."""
-    reversed_topology = topology.reversed()
+    reversed_topology = _reversal(topology)
     r = topology.num_ranks
     forward = build(reversed_topology, Collective(DUAL[kind], r, 1, root), router_for(reversed_topology))
     reduction = Collective(kind, r, forward.collective.chunks_per_piece, root)
     params = dict(forward.params)
     params["dual_of"] = DUAL[kind].value
     return dual_reduction(forward, reduction, NAME, params)
+
+
+def _reversal(topology: Topology) -> Topology:
+    """The reversed topology, or ``topology`` itself where reversing changes nothing (every link's
+    reverse is a link of the same bandwidth and latency, as on most machines: `Topology.reversed`
+    keeps the name and sorts the links, so the two compare equal field by field). Everything the
+    duals build depends only on those fields, so the schedules are the same either way; on the
+    topology itself the trees already packed for its allgather or broadcast (cached on it) and the
+    forward schedules built in the same call are used again instead of being grown a second time."""
+    reversed_topology = topology.reversed()
+    return topology if reversed_topology == topology else reversed_topology
 
 
 def _allreduce(topology: Topology, collective: Collective, router: Router, chunks: int | None, at: int, forward) -> Schedule:
