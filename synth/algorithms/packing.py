@@ -22,6 +22,7 @@ Options: ``size`` (bytes, default 1 GiB): the size the chunk count and trees are
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ import numpy as np
 from synth.algorithms.engines.composition import aligned_overlap
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
-from synth.algorithms.engines.slice_ramp import ramps, stage_loads
+from synth.algorithms.engines.slice_ramp import lower_bound_us, ramps, stage_loads
 from synth.algorithms.engines.tree_packing import Packing, disjoint, shallow
 from synth.algorithms.engines.tree_packing import packings as tree_packings
 from synth.algorithms.engines.tree_pipeline import chunk_shares, tree_schedule
@@ -51,6 +52,9 @@ TRANSFER_BUDGET = 3_000_000
 #: rounds (one step's chunks of the equal pipeline) of a ramped candidate: fine enough that the
 #: first slices of a ramp are a small share of the middle ones
 RAMP_ROUNDS = 1024
+#: a ramp is skipped when its lower bound exceeds the time to beat by more than this relative
+#: rounding (the bound sums the same terms as the simulator in another order)
+RAMP_SLACK = 1e-9
 COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.REDUCE, Kind.ALLREDUCE})
 
 
@@ -148,7 +152,7 @@ def _best_tree_schedule(
         if best is None or (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule, packing)
     assert best is not None
-    for schedule in ramped(topology, channels, best[3], kind, root, chunks, size) if ramp else []:
+    for schedule in ramped(topology, channels, best[3], kind, root, chunks, size, best[0]) if ramp else []:
         time = predicted_us(schedule, topology, [size])[0]
         if (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule, best[3])
@@ -156,7 +160,14 @@ def _best_tree_schedule(
 
 
 def ramped(
-    topology: Topology, channels, packing: Packing, kind: Kind, root: int | None, chunks: int | None, size: int
+    topology: Topology,
+    channels,
+    packing: Packing,
+    kind: Kind,
+    root: int | None,
+    chunks: int | None,
+    size: int,
+    beat_us: float = math.inf,
 ) -> list[Schedule]:
     """The packing's pipelined schedules with ramped slices (`synth.algorithms.engines.slice_ramp`):
     the trees' pattern for one round (μ chunks per class) is the template, an LP over its per-step
@@ -164,7 +175,15 @@ def ramped(
     asks; the rounds of the chunks asked for, if any). Where the trees' first and last arcs are
     faster than their bottleneck (the NVSwitch deal and sharing around a box's NICs), the fill
     and drain shrink to a few short steps. Only where every root's classes hold the same μ total
-    (the round is then the same for all roots)."""
+    (the round is then the same for all roots).
+
+    A ramp is not built when it certainly takes longer than ``beat_us`` at ``size`` (the best
+    time the caller has, which it keeps on a tie only for fewer transfers): its time is at least
+    the LP's objective at its whole slice sizes (`lower_bound_us`: every transfer over a link in
+    a step takes at least the largest latency of the paths over it there plus the link's bytes
+    over its bandwidth), so a ramp whose objective exceeds ``beat_us`` by more than rounding
+    (`RAMP_SLACK`) could not be kept. Those schedules were the largest the method built (a
+    128-rank allgather's ramp: 4 million transfers)."""
     r = topology.num_ranks
     per_round = {sum(c.multiplicity for c in packing.classes if c.root == x) for x in packing.roots}
     if len(per_round) != 1:
@@ -187,6 +206,8 @@ def ramped(
     collective = Collective(kind, r, k * rounds, root)
     out = []
     for slices in ramps(loads, rounds, chunk_bytes):
+        if lower_bound_us(loads, slices, chunk_bytes) > beat_us * (1 + RAMP_SLACK):
+            continue
         params = {**_params(packing, size, collective), "slices": list(slices)}
         out.append(tree_schedule(topology, channels, packing, collective, NAME, params, slices))
     return out
