@@ -186,3 +186,21 @@ def test_ramp_lower_bound_is_at_most_the_time_of_its_slices(two_boxes, kind):
     fastest = min(predicted_us(schedule, two_boxes, [GIB])[0] for schedule in ramps)
     assert not packing.ramped(two_boxes, channels, trees, kind, root, None, GIB, fastest * 0.999)
     assert len(packing.ramped(two_boxes, channels, trees, kind, root, None, GIB, fastest)) >= 1
+
+
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.ALLGATHER])
+def test_equal_pipeline_bound_is_at_most_its_time(two_boxes, kind):
+    """`packing.equal_bound_us` (the one-round pattern's loads in slices of one round) bounds the
+    simulated time of every equal pipeline from below (here it is that time), so
+    `_best_tree_schedule` may leave unbuilt a candidate whose bound exceeds a built one's time."""
+    r = two_boxes.num_ranks
+    channels = channels_for(two_boxes)
+    root = 0 if kind is Kind.BROADCAST else None
+    for trees in packings(two_boxes, kind, root):
+        for count in packing.chunk_counts(trees, kind, r)[:4]:
+            built = tree_schedule(two_boxes, channels, trees, Collective(kind, r, count, root), packing.NAME, {})
+            for size in (1 << 16, GIB):
+                time = predicted_us(built, two_boxes, [size])[0]
+                bound = packing.equal_bound_us(two_boxes, channels, trees, kind, root, count, size)
+                assert 0 < bound <= time * (1 + 1e-12)
+                assert bound == pytest.approx(time, rel=1e-9)

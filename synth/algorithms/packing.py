@@ -30,7 +30,7 @@ import numpy as np
 from synth.algorithms.engines.composition import aligned_overlap
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us, size_option
-from synth.algorithms.engines.slice_ramp import lower_bound_us, ramps, stage_loads
+from synth.algorithms.engines.slice_ramp import StageLoads, lower_bound_us, ramps, stage_loads
 from synth.algorithms.engines.tree_packing import Packing, disjoint, shallow
 from synth.algorithms.engines.tree_packing import packings as tree_packings
 from synth.algorithms.engines.tree_pipeline import chunk_shares, tree_schedule
@@ -135,8 +135,13 @@ def _best_tree_schedule(
     topology: Topology, kind: Kind, root: int | None, chunks: int | None, size: int, ramp: bool = True
 ) -> Schedule:
     """The fastest pipelined schedule at ``size`` over the candidate trees: every (trees, chunk
-    count) pair is estimated (`estimate_us`), and the few best are built and timed exactly; the
-    best one's trees then get ramped slices too (`ramped`), kept only if faster still."""
+    count) pair is estimated (`estimate_us`), and the few best are built and timed exactly (the
+    first of the fastest, fewest transfers breaking ties); the best one's trees then get ramped
+    slices too (`ramped`), kept only if faster still.
+
+    A candidate that certainly takes longer than another is not built: the one with the least
+    lower bound (`equal_bound_us`) is built first, and a candidate whose bound exceeds its time
+    by more than rounding (`RAMP_SLACK`) could not be the fastest. Same choice as building all."""
     channels = channels_for(topology)
     r = topology.num_ranks
     options = []
@@ -144,19 +149,62 @@ def _best_tree_schedule(
         counts = [chunks] if chunks is not None else chunk_counts(packing, kind, r)
         options += [(estimate_us(topology, channels, packing, kind, c, size), i, packing, c) for i, c in enumerate(counts)]
     options.sort(key=lambda o: (o[0], o[1]))
-    best: tuple[float, int, Schedule, Packing] | None = None
-    for _, _, packing, count in options[:EXACT_CANDIDATES]:
+    chosen = [(packing, count) for _, _, packing, count in options[:EXACT_CANDIDATES]]
+    bounds = [equal_bound_us(topology, channels, packing, kind, root, count, size) for packing, count in chosen]
+    first = min(range(len(chosen)), key=lambda j: (bounds[j], j))
+    best: tuple[float, int, int, Schedule, Packing] | None = None  # time, transfers, candidate, ...
+    limit = math.inf
+    for j in [first] + [j for j in range(len(chosen)) if j != first]:
+        if bounds[j] > limit:
+            continue  # slower than the first one built: it could not be chosen
+        packing, count = chosen[j]
         collective = Collective(kind, r, count, root)
         schedule = tree_schedule(topology, channels, packing, collective, NAME, _params(packing, size, collective))
         time = predicted_us(schedule, topology, [size])[0]
-        if best is None or (time, schedule.num_transfers) < best[:2]:
-            best = (time, schedule.num_transfers, schedule, packing)
+        if j == first:
+            limit = time * (1 + RAMP_SLACK)
+        if best is None or (time, schedule.num_transfers, j) < best[:3]:
+            best = (time, schedule.num_transfers, j, schedule, packing)
     assert best is not None
+    best = (best[0], best[1], best[3], best[4])
     for schedule in ramped(topology, channels, best[3], kind, root, chunks, size, best[0]) if ramp else []:
         time = predicted_us(schedule, topology, [size])[0]
         if (time, schedule.num_transfers) < best[:2]:
             best = (time, schedule.num_transfers, schedule, best[3])
     return best[2]
+
+
+def _template_loads(
+    topology: Topology, channels, packing: Packing, kind: Kind, root: int | None
+) -> tuple[int, StageLoads] | None:
+    """The trees' pattern for one round (μ chunks per class, k per root) and its per-step link
+    loads (`stage_loads`), cached on the packing; None unless every root's classes hold the
+    same μ total (the round is then the same for all roots)."""
+    cached = packing.__dict__.get("_template_loads")
+    if cached is None:
+        per_round = {sum(c.multiplicity for c in packing.classes if c.root == x) for x in packing.roots}
+        if len(per_round) != 1:
+            cached = (0, None)
+        else:
+            k = per_round.pop()
+            template = tree_schedule(topology, channels, packing, Collective(kind, topology.num_ranks, k, root), NAME, {})
+            cached = (k, stage_loads(template, topology))
+        packing.__dict__["_template_loads"] = cached
+    return None if cached[1] is None else cached
+
+
+def equal_bound_us(topology: Topology, channels, packing: Packing, kind: Kind, root: int | None, count: int, size: int) -> float:
+    """A lower bound of the time at ``size`` of the packing's equal pipeline of ``count`` chunks
+    per root, without building it (0 where none is known). Where every root's classes hold k
+    trees and k divides ``count``, that pipeline is the one-round pattern repeated in count/k
+    slices of one round each (`tree_schedule` with those slices gives the same transfers), so
+    `lower_bound_us` of the pattern's loads applies (see `ramped`)."""
+    found = _template_loads(topology, channels, packing, kind, root)
+    if found is None or count % found[0]:
+        return 0.0
+    k, loads = found
+    chunk_bytes = size / (count * (topology.num_ranks if kind is Kind.ALLGATHER else 1))
+    return lower_bound_us(loads, (1,) * (count // k), chunk_bytes)
 
 
 def ramped(
@@ -185,10 +233,10 @@ def ramped(
     (`RAMP_SLACK`) could not be kept. Those schedules were the largest the method built (a
     128-rank allgather's ramp: 4 million transfers)."""
     r = topology.num_ranks
-    per_round = {sum(c.multiplicity for c in packing.classes if c.root == x) for x in packing.roots}
-    if len(per_round) != 1:
+    found = _template_loads(topology, channels, packing, kind, root)
+    if found is None:
         return []
-    k = per_round.pop()
+    k, loads = found
     per_chunk = (r - 1) * (r if kind is Kind.ALLGATHER else 1)
     if chunks is not None:
         if chunks % k:
@@ -200,8 +248,6 @@ def ramped(
             rounds //= 2
     if rounds < 2:
         return []
-    template = tree_schedule(topology, channels, packing, Collective(kind, r, k, root), NAME, {})
-    loads = stage_loads(template, topology)
     chunk_bytes = size / (k * rounds * (r if kind is Kind.ALLGATHER else 1))
     collective = Collective(kind, r, k * rounds, root)
     out = []
