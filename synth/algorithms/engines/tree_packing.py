@@ -232,6 +232,7 @@ def grow(
     # channels by source and by destination (CSR), to keep each class's frontier up to date
     by_src = np.argsort(src, kind="stable")
     src_ptr = np.searchsorted(src[by_src], np.arange(r + 1))
+    dst_by_src, top_by_src = dst[by_src], top[by_src] + 1
     by_dst = np.argsort(dst, kind="stable")
     dst_ptr = np.searchsorted(dst[by_dst], np.arange(r + 1))
     by_top = np.argsort(top, kind="stable")  # channels by the neighbourhood they enter (CSR)
@@ -264,10 +265,10 @@ def grow(
         ins[v] = True
         dep = np.full(r, -1, dtype=np.int64)
         dep[v] = 0
-        ent = np.zeros(clusters, dtype=bool)
-        ent[hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
+        ent = np.zeros(clusters + 1, dtype=bool)  # entered neighbourhoods, at their index + 1
+        ent[hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]] + 1] = True
         front = ins[src] & ~ins[dst]
-        add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent, front, front & ~((top >= 0) & ent[np.maximum(top, 0)]))
+        add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent, front, front & ~ent[top + 1])
     heap = [(1, i) for i in range(len(mult))]
     heapq.heapify(heap)
     completion = _Completion(topo, roots[0], k, checked) if checked is not None and len(roots) == 1 else None
@@ -275,21 +276,22 @@ def grow(
     usable = pathmin > 0  # channels with room on every link (for good once they have none)
     for index, v in enumerate(roots):
         score_of.add_class()
-        score_of.arrived(index, v, 0, hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]])
+        for t in hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]].tolist():
+            score_of.entered(index, t)
     while heap:
         size, i = heapq.heappop(heap)
         ins = inside[i]
         # ``again`` weighs more than the rest of the score together: a candidate entering no
         # neighbourhood entered yet, if there is one, beats every other
-        cand = np.flatnonzero(first[i] & usable) if completion is None else np.zeros(0, dtype=np.int64)
+        cand = (first[i] & usable).nonzero()[0] if completion is None else np.zeros(0, dtype=np.int64)
         fresh_only = cand.size > 0
         if not fresh_only:
-            cand = np.flatnonzero(frontier[i] & usable)
+            cand = (frontier[i] & usable).nonzero()[0]
             if cand.size == 0:
                 return None
         score = score_of(i, cand, pathmin, room, fresh_only)
         if completion is None:
-            c = int(cand[int(np.argmin(score))])
+            c = int(cand[score.argmin()])
         else:
             for c in cand[np.argsort(score, kind="stable")].tolist():
                 amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))
@@ -325,15 +327,18 @@ def grow(
         depth[i][v] = depth[i][src[c]] + 1
         parent[i][v] = c
         reached = hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]
+        ent = entered[i]
+        score_of.arrived(i, v, int(depth[i][v]))
         for t in reached.tolist():
-            if not entered[i][t]:  # its channels now enter a neighbourhood entered
+            if not ent[t + 1]:  # its channels now enter a neighbourhood entered
+                ent[t + 1] = True
                 fresh[by_top[top_ptr[t] : top_ptr[t + 1]]] = False
-        entered[i][reached] = True
-        out = by_src[src_ptr[v] : src_ptr[v + 1]]
-        front[out] = ~ins[dst[out]]
-        t_out = top[out]
-        fresh[out] = front[out] & ~((t_out >= 0) & entered[i][np.maximum(t_out, 0)])
-        score_of.arrived(i, v, int(depth[i][v]), reached)
+                score_of.entered(i, t)
+        lo, hi = src_ptr[v], src_ptr[v + 1]
+        out = by_src[lo:hi]
+        outside = ~ins[dst_by_src[lo:hi]]
+        front[out] = outside
+        fresh[out] = outside & ~ent[top_by_src[lo:hi]]
         path = ids[ptr[c] : ptr[c + 1]]
         if mirror is not None:
             path = np.concatenate((path, mirror[path]))
@@ -387,10 +392,13 @@ class _Scores:
             self.near_terms.append(self.near_terms[like].copy())
             self.again_terms.append(self.again_terms[like].copy())
 
-    def arrived(self, i: int, v: int, depth: int, clusters: np.ndarray) -> None:
-        """Class i reached rank v at ``depth``, entering the neighbourhoods ``clusters``."""
+    def arrived(self, i: int, v: int, depth: int) -> None:
+        """Class i reached rank v at ``depth``."""
         self.near_terms[i][v] = depth * self.w_near
-        self.again_terms[i][clusters + 1] = self.w_again
+
+    def entered(self, i: int, t: int) -> None:
+        """Class i entered neighbourhood t."""
+        self.again_terms[i][t + 1] = self.w_again
 
     def __call__(self, i: int, cand: np.ndarray, pathmin: np.ndarray, room: np.ndarray, fresh: bool = False) -> np.ndarray:
         """Class i's scores of the channels ``cand`` (``fresh``: all of them enter no neighbourhood
