@@ -484,28 +484,34 @@ class _Completion:
 
 def shallow_trees(channels: PathChannels, roots: tuple[int, ...]) -> list[TreeClass]:
     """One breadth-first tree per root over the channels, fewest hops first (ties: the widest,
-    then the fewest links): what small messages want, regardless of how links are shared."""
+    then the fewest links): what small messages want, regardless of how links are shared. A level
+    at a time: the ranks of the level in the order they were reached, each one's channels in that
+    order, and a rank not reached yet takes the first channel into it."""
     topo = channels.topology
     r = topo.num_ranks
     order = np.lexsort((channels.path_length, -channels.bottleneck, channels.src))
     src_sorted = channels.src[order]
+    dst_sorted = channels.dst[order]
     starts = np.searchsorted(src_sorted, np.arange(r + 1))
     out = []
     for root in roots:
         parent = np.full(r, -1, dtype=np.int64)
         depth = np.full(r, -1, dtype=np.int64)
         depth[root] = 0
-        frontier = [root]
-        while frontier:
-            nxt = []
-            for u in frontier:
-                for c in order[starts[u] : starts[u + 1]].tolist():
-                    v = int(channels.dst[c])
-                    if depth[v] < 0:
-                        depth[v] = depth[u] + 1
-                        parent[v] = c
-                        nxt.append(v)
-            frontier = nxt
+        frontier = np.array([root], dtype=np.int64)
+        level = 0
+        while frontier.size:
+            lo, lens = starts[frontier], starts[frontier + 1] - starts[frontier]
+            at = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            reached = dst_sorted[at]
+            new = depth[reached] < 0
+            at, reached = at[new], reached[new]
+            _, first = np.unique(reached, return_index=True)
+            first.sort()
+            frontier = reached[first]
+            level += 1
+            depth[frontier] = level
+            parent[frontier] = order[at[first]]
         out.append(TreeClass(root, 1, parent, depth))
     return out
 
