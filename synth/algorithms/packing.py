@@ -55,6 +55,8 @@ RAMP_ROUNDS = 1024
 #: a ramp is skipped when its lower bound exceeds the time to beat by more than this relative
 #: rounding (the bound sums the same terms as the simulator in another order)
 RAMP_SLACK = 1e-9
+#: equal pipelines of fewer transfers are built and timed rather than bounded first (`equal_bound_us`)
+BOUND_FROM_TRANSFERS = 1 << 17
 COLLECTIVES = frozenset({Kind.ALLGATHER, Kind.BROADCAST, Kind.REDUCE_SCATTER, Kind.REDUCE, Kind.ALLREDUCE})
 
 
@@ -198,12 +200,16 @@ def equal_bound_us(topology: Topology, channels, packing: Packing, kind: Kind, r
     per root, without building it (0 where none is known). Where every root's classes hold k
     trees and k divides ``count``, that pipeline is the one-round pattern repeated in count/k
     slices of one round each (`tree_schedule` with those slices gives the same transfers), so
-    `lower_bound_us` of the pattern's loads applies (see `ramped`)."""
+    `lower_bound_us` of the pattern's loads applies (see `ramped`). Only for pipelines of at least
+    `BOUND_FROM_TRANSFERS` transfers: smaller ones are built faster than the pattern's loads."""
+    r = topology.num_ranks
+    if count * (r - 1) * (r if kind is Kind.ALLGATHER else 1) < BOUND_FROM_TRANSFERS:
+        return 0.0
     found = _template_loads(topology, channels, packing, kind, root)
     if found is None or count % found[0]:
         return 0.0
     k, loads = found
-    chunk_bytes = size / (count * (topology.num_ranks if kind is Kind.ALLGATHER else 1))
+    chunk_bytes = size / (count * (r if kind is Kind.ALLGATHER else 1))
     return lower_bound_us(loads, (1,) * (count // k), chunk_bytes)
 
 
