@@ -12,7 +12,7 @@ from synth import generators as gen
 from synth.algorithms import packing, pipelined_tree
 from synth.algorithms.engines.path_channels import channels_for
 from synth.algorithms.engines.size_tuning import predicted_us
-from synth.algorithms.engines.slice_ramp import ramp_lp, stage_loads, whole_slices
+from synth.algorithms.engines.slice_ramp import lower_bound_us, ramp_lp, stage_loads, whole_slices
 from synth.algorithms.engines.tree_packing import packings
 from synth.algorithms.engines.tree_pipeline import tree_schedule
 from synth.collective import Collective, Kind
@@ -157,3 +157,52 @@ def test_ramp_lp_is_the_step_time_of_its_slices(two_boxes):
         assert sum(mip) == rounds and min(mip) >= 1 and exact[0] >= optimum * (1 - 1e-6)
         built = tree_schedule(two_boxes, channels, trees, whole, packing.NAME, {}, mip)
         assert predicted_us(built, two_boxes, [GIB])[0] == pytest.approx(exact[0], rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.ALLGATHER])
+def test_ramp_lower_bound_is_at_most_the_time_of_its_slices(two_boxes, kind):
+    """`lower_bound_us` (the LP's objective at whole slices) never exceeds the simulated time of
+    the schedule with those slices (here it is that time), so `packing.ramped` may skip a ramp
+    whose bound is above the time to beat; with a time below every ramp's, it builds none."""
+    r = two_boxes.num_ranks
+    channels = channels_for(two_boxes)
+    root = 0 if kind is Kind.BROADCAST else None
+    trees = packings(two_boxes, kind, root)[0]
+    k = sum(c.multiplicity for c in trees.classes if c.root == trees.roots[0])
+    template = tree_schedule(two_boxes, channels, trees, Collective(kind, r, k, root), packing.NAME, {})
+    loads = stage_loads(template, two_boxes)
+    rounds = 64
+    for size in (1 << 16, GIB):
+        chunk_bytes = size / (k * rounds * (r if kind is Kind.ALLGATHER else 1))
+        whole = Collective(kind, r, k * rounds, root)
+        for slices in ((1, 2, 4, 8, 16, 16, 8, 4, 3, 1, 1), (32, 32), tuple([1] * 64)):
+            built = tree_schedule(two_boxes, channels, trees, whole, packing.NAME, {}, slices)
+            time = predicted_us(built, two_boxes, [size])[0]
+            bound = lower_bound_us(loads, slices, chunk_bytes)
+            assert bound <= time * (1 + 1e-12)
+            assert bound == pytest.approx(time, rel=1e-9)
+    ramps = packing.ramped(two_boxes, channels, trees, kind, root, None, GIB)
+    assert ramps
+    fastest = min(predicted_us(schedule, two_boxes, [GIB])[0] for schedule in ramps)
+    assert not packing.ramped(two_boxes, channels, trees, kind, root, None, GIB, fastest * 0.999)
+    assert len(packing.ramped(two_boxes, channels, trees, kind, root, None, GIB, fastest)) >= 1
+
+
+@pytest.mark.parametrize("kind", [Kind.BROADCAST, Kind.ALLGATHER])
+def test_equal_pipeline_bound_is_at_most_its_time(two_boxes, kind, monkeypatch):
+    """`packing.equal_bound_us` (the one-round pattern's loads in slices of one round) bounds the
+    simulated time of every equal pipeline from below (here it is that time), so
+    `_best_tree_schedule` may leave unbuilt a candidate whose bound exceeds a built one's time
+    (bounded here whatever their size)."""
+    monkeypatch.setattr(packing, "BOUND_FROM_TRANSFERS", 0)
+    r = two_boxes.num_ranks
+    channels = channels_for(two_boxes)
+    root = 0 if kind is Kind.BROADCAST else None
+    for trees in packings(two_boxes, kind, root):
+        for count in packing.chunk_counts(trees, kind, r)[:4]:
+            built = tree_schedule(two_boxes, channels, trees, Collective(kind, r, count, root), packing.NAME, {})
+            for size in (1 << 16, GIB):
+                time = predicted_us(built, two_boxes, [size])[0]
+                bound = packing.equal_bound_us(two_boxes, channels, trees, kind, root, count, size)
+                assert 0 < bound <= time * (1 + 1e-12)
+                assert bound == pytest.approx(time, rel=1e-9)

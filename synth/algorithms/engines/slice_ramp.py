@@ -162,6 +162,31 @@ def ramp_lp(
     return float(h.getInfo().objective_function_value), values[:slices]
 
 
+def lower_bound_us(loads: StageLoads, slices: tuple[int, ...], chunk_bytes: float) -> float:
+    """The LP's objective (`ramp_lp`) at these whole slice sizes: a lower bound of the
+    step-synchronous time of the schedule that follows the template with them. Why: in step t the
+    link ℓ carries Σ_s k_s · n_ℓ(t − s) chunks, and every transfer over ℓ in step t takes at least
+    Σα(its path) + (bytes on ℓ)/bw_ℓ (docs/formats.md, 'Step-synchronous cost'), so the step
+    takes at least the largest latency of a path over ℓ plus ℓ's bytes over its bandwidth, for
+    every ℓ the template has a row for (`stage_loads` keeps fewer links, which only lowers the
+    bound); the schedule takes the sum of its steps. No solver: the sum is evaluated directly."""
+    if loads.step.size == 0 or not slices:
+        return 0.0
+    sizes = np.asarray(slices, dtype=np.float64)
+    count = sizes.size
+    num_links = int(loads.link.max()) + 1
+    s = np.tile(np.arange(count, dtype=np.int64), loads.step.size)
+    e = np.repeat(np.arange(loads.step.size, dtype=np.int64), count)
+    rows, row_of = np.unique((s + loads.step[e]) * num_links + loads.link[e], return_inverse=True)
+    row_of = row_of.reshape(-1)
+    latency = np.full(rows.size, -np.inf)
+    np.maximum.at(latency, row_of, loads.latency[e])
+    load = np.bincount(row_of, weights=sizes[s] * chunk_bytes * loads.us_per_byte[e], minlength=rows.size)
+    step_time = np.full(count + loads.num_steps, -np.inf)
+    np.maximum.at(step_time, rows // num_links, latency + load)
+    return float(step_time[np.isfinite(step_time)].sum())
+
+
 def whole_slices(sizes: np.ndarray, chunks: int) -> tuple[int, ...]:
     """Continuous slice sizes (each ≥ 1, summing to ``chunks``) as whole chunks: rounded by
     largest remainders, each at least one chunk."""

@@ -229,12 +229,14 @@ def grow(
     top = hood.tiers[:, 0]
     clusters = max(1, len(hood.members))
     src, dst, length = channels.src, channels.dst, channels.path_length
-    last = ids[ptr[1:] - 1]
     # channels by source and by destination (CSR), to keep each class's frontier up to date
     by_src = np.argsort(src, kind="stable")
     src_ptr = np.searchsorted(src[by_src], np.arange(r + 1))
+    dst_by_src, top_by_src = dst[by_src], top[by_src] + 1
     by_dst = np.argsort(dst, kind="stable")
     dst_ptr = np.searchsorted(dst[by_dst], np.arange(r + 1))
+    by_top = np.argsort(top, kind="stable")  # channels by the neighbourhood they enter (CSR)
+    top_ptr = np.searchsorted(top[by_top], np.arange(clusters + 1))
     scale_len = int(length.max()) + 1
     scale_room = int(units.max()) + 2
 
@@ -243,12 +245,14 @@ def grow(
     parent: list[np.ndarray] = []
     entered: list[np.ndarray] = []
     frontier: list[np.ndarray] = []  # per class: channels from a rank inside to a rank outside
+    first: list[np.ndarray] = []  # per class: those of its frontier that enter no neighbourhood it entered
     mult: list[int] = []
     root_of: list[int] = []
 
-    def add_class(root: int, m: int, ins, dep, par, ent, front) -> int:
+    def add_class(root: int, m: int, ins, dep, par, ent, front, fresh) -> int:
         inside.append(ins)
         frontier.append(front)
+        first.append(fresh)
         depth.append(dep)
         parent.append(par)
         entered.append(ent)
@@ -261,30 +265,33 @@ def grow(
         ins[v] = True
         dep = np.full(r, -1, dtype=np.int64)
         dep[v] = 0
-        ent = np.zeros(clusters, dtype=bool)
-        ent[hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
-        add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent, ins[src] & ~ins[dst])
+        ent = np.zeros(clusters + 1, dtype=bool)  # entered neighbourhoods, at their index + 1
+        ent[hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]] + 1] = True
+        front = ins[src] & ~ins[dst]
+        add_class(v, k, ins, dep, np.full(r, -1, dtype=np.int64), ent, front, front & ~ent[top + 1])
     heap = [(1, i) for i in range(len(mult))]
     heapq.heapify(heap)
     completion = _Completion(topo, roots[0], k, checked) if checked is not None and len(roots) == 1 else None
+    score_of = _Scores(channels, top, clusters, r, scale_room, scale_len, shallow_first)
+    usable = pathmin > 0  # channels with room on every link (for good once they have none)
+    for index, v in enumerate(roots):
+        score_of.add_class()
+        for t in hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]].tolist():
+            score_of.entered(index, t)
     while heap:
         size, i = heapq.heappop(heap)
         ins = inside[i]
-        cand = np.flatnonzero(frontier[i] & (pathmin > 0))
-        if cand.size == 0:
-            return None
-        t = top[cand]
-        again = (t >= 0) & entered[i][np.maximum(t, 0)]
-        tight = scale_room - 1 - pathmin[cand]
-        near = depth[i][src[cand]]
-        if shallow_first:
-            # nearest the root, then the most room; ties go where the fewest trees arrived yet
-            crowded = scale_room - 1 - room[last[cand]]
-            score = (((again * r + near) * scale_room + tight) * scale_room + crowded) * scale_len + length[cand]
-        else:
-            score = ((again * scale_room + tight) * r + near) * scale_len + length[cand]
+        # ``again`` weighs more than the rest of the score together: a candidate entering no
+        # neighbourhood entered yet, if there is one, beats every other
+        cand = (first[i] & usable).nonzero()[0] if completion is None else np.zeros(0, dtype=np.int64)
+        fresh_only = cand.size > 0
+        if not fresh_only:
+            cand = (frontier[i] & usable).nonzero()[0]
+            if cand.size == 0:
+                return None
+        score = score_of(i, cand, pathmin, room, fresh_only)
         if completion is None:
-            c = int(cand[int(np.argmin(score))])
+            c = int(cand[score.argmin()])
         else:
             for c in cand[np.argsort(score, kind="stable")].tolist():
                 amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))
@@ -299,19 +306,39 @@ def grow(
         amount = 1 if shallow_first else min(mult[i], int(pathmin[c]))  # shallow: trees part ways
         if amount < mult[i]:  # the channel has room for only some of the class: split it
             j = add_class(
-                root_of[i], mult[i] - amount, ins.copy(), depth[i].copy(), parent[i].copy(), entered[i].copy(), frontier[i].copy()
+                root_of[i],
+                mult[i] - amount,
+                ins.copy(),
+                depth[i].copy(),
+                parent[i].copy(),
+                entered[i].copy(),
+                frontier[i].copy(),
+                first[i].copy(),
             )
+            score_of.add_class(i)
             heapq.heappush(heap, (size, j))
             mult[i] = amount
         v = int(dst[c])
         ins[v] = True
-        front = frontier[i]
-        front[by_dst[dst_ptr[v] : dst_ptr[v + 1]]] = False
-        out = by_src[src_ptr[v] : src_ptr[v + 1]]
-        front[out] = ~ins[dst[out]]
+        front, fresh = frontier[i], first[i]
+        into = by_dst[dst_ptr[v] : dst_ptr[v + 1]]
+        front[into] = False
+        fresh[into] = False
         depth[i][v] = depth[i][src[c]] + 1
         parent[i][v] = c
-        entered[i][hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]] = True
+        reached = hood.rank_cluster[hood.rank_ptr[v] : hood.rank_ptr[v + 1]]
+        ent = entered[i]
+        score_of.arrived(i, v, int(depth[i][v]))
+        for t in reached.tolist():
+            if not ent[t + 1]:  # its channels now enter a neighbourhood entered
+                ent[t + 1] = True
+                fresh[by_top[top_ptr[t] : top_ptr[t + 1]]] = False
+                score_of.entered(i, t)
+        lo, hi = src_ptr[v], src_ptr[v + 1]
+        out = by_src[lo:hi]
+        outside = ~ins[dst_by_src[lo:hi]]
+        front[out] = outside
+        fresh[out] = outside & ~ent[top_by_src[lo:hi]]
         path = ids[ptr[c] : ptr[c + 1]]
         if mirror is not None:
             path = np.concatenate((path, mirror[path]))
@@ -319,9 +346,70 @@ def grow(
         for x in path.tolist():  # room only shrinks: a channel's narrowest is at most this link's
             users = link_channels[link_ptr[x] : link_ptr[x + 1]]
             pathmin[users] = np.minimum(pathmin[users], room[x])
+            if room[x] <= 0:
+                usable[users] = False
         if size + 1 < r:
             heapq.heappush(heap, (size + 1, i))
     return [TreeClass(root_of[i], mult[i], parent[i], depth[i]) for i in range(len(mult))]
+
+
+class _Scores:
+    """The scores `grow` ranks a class's candidate channels by, lowest best, as whole numbers:
+    with ``again`` (the channel enters a neighbourhood the class has entered: 0 or 1), ``near``
+    (its source's depth in the class), ``tight`` (S − 1 − the room left on its path, S = the most
+    room + 2), ``crowded`` (S − 1 − the room left on its last link) and its ``length`` (links;
+    L = the longest + 1): ((again·S + tight)·R + near)·L + length, or, ``shallow``,
+    (((again·R + near)·S + tight)·S + crowded)·L + length. Expanded, each is again·A + near·B −
+    room·P − last room·Q + a constant per channel, so a class keeps again·A per neighbourhood and
+    near·B per rank in two small tables and a scan is a few gathers and sums; the same integers."""
+
+    def __init__(
+        self, channels: PathChannels, top: np.ndarray, clusters: int, r: int, scale_room: int, scale_len: int, shallow: bool
+    ):
+        s, el = scale_room, scale_len
+        if shallow:
+            self.w_again, self.w_near, self.w_room, self.w_last = r * s * s * el, s * s * el, s * el, el
+            self.base = (s - 1) * s * el + (s - 1) * el + channels.path_length
+        else:
+            self.w_again, self.w_near, self.w_room, self.w_last = s * r * el, el, r * el, 0
+            self.base = (s - 1) * r * el + channels.path_length
+        if (2 * r * s * s * el + 1) >= 1 << 62:
+            raise ValueError("tree growth scores would overflow 64-bit integers")
+        self.top = top + 1  # 0: no neighbourhood
+        self.src = channels.src
+        self.last = channels.link_ids[channels.link_ptr[1:] - 1]
+        self.clusters = clusters + 1
+        self.r = r
+        self.near_terms: list[np.ndarray] = []  # per class: near·B of every rank inside
+        self.again_terms: list[np.ndarray] = []  # per class: again·A of every neighbourhood (+1)
+
+    def add_class(self, like: int | None = None) -> None:
+        """A new class: empty, or a copy of class ``like`` (split off it)."""
+        if like is None:
+            self.near_terms.append(np.zeros(self.r, dtype=np.int64))
+            self.again_terms.append(np.zeros(self.clusters, dtype=np.int64))
+        else:
+            self.near_terms.append(self.near_terms[like].copy())
+            self.again_terms.append(self.again_terms[like].copy())
+
+    def arrived(self, i: int, v: int, depth: int) -> None:
+        """Class i reached rank v at ``depth``."""
+        self.near_terms[i][v] = depth * self.w_near
+
+    def entered(self, i: int, t: int) -> None:
+        """Class i entered neighbourhood t."""
+        self.again_terms[i][t + 1] = self.w_again
+
+    def __call__(self, i: int, cand: np.ndarray, pathmin: np.ndarray, room: np.ndarray, fresh: bool = False) -> np.ndarray:
+        """Class i's scores of the channels ``cand`` (``fresh``: all of them enter no neighbourhood
+        the class entered, so their again term is 0)."""
+        score = self.near_terms[i][self.src[cand]] + self.base[cand]
+        if not fresh:
+            score += self.again_terms[i][self.top[cand]]
+        score -= pathmin[cand] * self.w_room
+        if self.w_last:
+            score -= room[self.last[cand]] * self.w_last
+        return score
 
 
 @dataclass
@@ -396,28 +484,34 @@ class _Completion:
 
 def shallow_trees(channels: PathChannels, roots: tuple[int, ...]) -> list[TreeClass]:
     """One breadth-first tree per root over the channels, fewest hops first (ties: the widest,
-    then the fewest links): what small messages want, regardless of how links are shared."""
+    then the fewest links): what small messages want, regardless of how links are shared. A level
+    at a time: the ranks of the level in the order they were reached, each one's channels in that
+    order, and a rank not reached yet takes the first channel into it."""
     topo = channels.topology
     r = topo.num_ranks
     order = np.lexsort((channels.path_length, -channels.bottleneck, channels.src))
     src_sorted = channels.src[order]
+    dst_sorted = channels.dst[order]
     starts = np.searchsorted(src_sorted, np.arange(r + 1))
     out = []
     for root in roots:
         parent = np.full(r, -1, dtype=np.int64)
         depth = np.full(r, -1, dtype=np.int64)
         depth[root] = 0
-        frontier = [root]
-        while frontier:
-            nxt = []
-            for u in frontier:
-                for c in order[starts[u] : starts[u + 1]].tolist():
-                    v = int(channels.dst[c])
-                    if depth[v] < 0:
-                        depth[v] = depth[u] + 1
-                        parent[v] = c
-                        nxt.append(v)
-            frontier = nxt
+        frontier = np.array([root], dtype=np.int64)
+        level = 0
+        while frontier.size:
+            lo, lens = starts[frontier], starts[frontier + 1] - starts[frontier]
+            at = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            reached = dst_sorted[at]
+            new = depth[reached] < 0
+            at, reached = at[new], reached[new]
+            _, first = np.unique(reached, return_index=True)
+            first.sort()
+            frontier = reached[first]
+            level += 1
+            depth[frontier] = level
+            parent[frontier] = order[at[first]]
         out.append(TreeClass(root, 1, parent, depth))
     return out
 
