@@ -51,7 +51,14 @@ def test_every_collective_matches_torch_on_3_ranks(tmp_path):
     found = schedules(tmp_path, 3, methods=("ring", "direct", "binomial"), families=("ring",))
     assert {load_schedule(p).collective.kind for p, _ in found} == set(ALL_KINDS)
     result = run_job(
-        3, "collectives", tmp_path, schedules=found, counts=[1, 1001], dtypes=["float32", "int64", "bool"], ops=ALL_OPS
+        3,
+        "collectives",
+        tmp_path,
+        hard_exit=True,
+        schedules=found,
+        counts=[1, 1001],
+        dtypes=["float32", "int64", "bool"],
+        ops=ALL_OPS,
     )
     assert result["bad"] == []
     assert result["cases"] > 50
@@ -64,7 +71,17 @@ def test_the_full_matrix(tmp_path, ranks):
     type and operator, empty, tiny and uneven element counts."""
     found = schedules(tmp_path, ranks)
     counts = [0, 1, 5, 1000, 4097] if ranks < 8 else [0, 3, 1001]
-    result = run_job(ranks, "collectives", tmp_path, timeout=3000, schedules=found, counts=counts, dtypes=ALL_DTYPES, ops=ALL_OPS)
+    result = run_job(
+        ranks,
+        "collectives",
+        tmp_path,
+        timeout=3000,
+        hard_exit=True,
+        schedules=found,
+        counts=counts,
+        dtypes=ALL_DTYPES,
+        ops=ALL_OPS,
+    )
     assert result["bad"] == []
     assert result["cases"] > 100
 
