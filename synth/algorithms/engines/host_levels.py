@@ -614,7 +614,10 @@ def weighted_carrier_allgather(
     caps = [max(1, -(-len(mine) // waves)) for mine in items]
     heads = [0] * local
     t = 0
+    last = int(ready.max()) + sum(len(mine) for mine in items)  # every item is ready by ready.max()
     while any(heads[ell] < len(items[ell]) for ell in range(local)):
+        if t > last:
+            raise RuntimeError("weighted_carrier_allgather: an item never became ready (the host schedule is no allgather)")
         for ell in range(local):
             mine, head = items[ell], heads[ell]
             batch = []
