@@ -428,6 +428,44 @@ def carriers_of(part: Topology, reach: list[bool]) -> Carriers | None:
     return Carriers(tuple(carriers), tuple(owner))
 
 
+def _held_from(inner: InnerSchedules, local: int) -> np.ndarray:
+    """[rank, piece]: the step from which local rank ℓ holds local piece p when the host schedules
+    start in step 0 (the latest over the kinds of host; 0 for its own piece)."""
+    ready = np.zeros((local, local), dtype=np.int64)
+    for schedule in inner.schedules:
+        arrived = np.zeros((local, local), dtype=np.int64)
+        np.maximum.at(arrived, (schedule.dst, schedule.chunk), schedule.step_of_transfer + 1)
+        ready = np.maximum(ready, arrived)
+    return ready
+
+
+def _send_across(
+    writer: _Writer,
+    t: int,
+    hosts: np.ndarray,
+    rails: np.ndarray,
+    sent: np.ndarray,
+    inner: list[tuple[Schedule, list[np.ndarray]]],
+    host_of: np.ndarray,
+) -> None:
+    """Step t: local rank ``rails[n]`` of every host h sends the chunks ``sent[h, n, :]`` to local
+    rank ``rails[n]`` of every other host; from step t + 1 each receiving rank spreads what it got
+    inside its host (the host schedule restricted to its pieces)."""
+    h_count, local = hosts.shape
+    src_all, dst_all = [], []
+    for d in range(1, h_count):
+        other = (np.arange(h_count) + d) % h_count
+        src_all.append(np.broadcast_to(hosts[:, rails][:, :, None], sent.shape).ravel())
+        dst_all.append(np.broadcast_to(hosts[other][:, rails][:, :, None], sent.shape).ravel())
+    src, dst = np.concatenate(src_all), np.concatenate(dst_all)
+    writer.add(t, src, dst, np.tile(sent.ravel(), h_count - 1), writer.route_ids(src, dst))
+    # what rank rails[n] of host g received: the same rail's chunks of every other host
+    received = np.zeros((h_count, local, (h_count - 1) * sent.shape[2]), dtype=np.int64)
+    for g in range(h_count):
+        received[g][rails] = np.concatenate([sent[(g - d) % h_count] for d in range(1, h_count)], axis=1)
+    writer.inside_chunks(t + 1, received, inner, host_of, sources=rails)
+
+
 def carrier_allgather(
     topology: Topology,
     collective: Collective,
@@ -458,13 +496,7 @@ def carrier_allgather(
     per_kind = _inner_routes(builder, levels, inner)
     own = hosts[:, :, None] * k + np.arange(k, dtype=np.int64)[None, None, :]
     writer.inside_chunks(0, own, per_kind, inner.host_kind)
-    # when each carrier holds each local piece (the latest over the kinds of host), step after arrival
-    ready = np.zeros((local, local), dtype=np.int64)  # [carrier, piece]
-    for schedule in inner.schedules:
-        steps = schedule.step_of_transfer
-        arrived = np.zeros((local, local), dtype=np.int64)
-        np.maximum.at(arrived, (schedule.dst, schedule.chunk), steps + 1)
-        ready = np.maximum(ready, arrived)
+    ready = _held_from(inner, local)  # [carrier, piece]
     owned = [carriers.owned(c) for c in carriers.carriers]
     per_carrier = len(owned[0])
     # item i = (position in the owned list, chunk): ready when every carrier has its piece
@@ -485,21 +517,7 @@ def carrier_allgather(
                 [[[hosts[h, owned[n][pos]] * k + j for pos, j in batch] for n in range(len(owned))] for h in range(h_count)],
                 dtype=np.int64,
             )  # (H, C, b)
-            src_all, dst_all, chunk_all = [], [], []
-            for d in range(1, h_count):
-                other = (np.arange(h_count) + d) % h_count
-                src_all.append(np.broadcast_to(hosts[:, carrier_ids][:, :, None], sent.shape))
-                dst_all.append(np.broadcast_to(hosts[other][:, carrier_ids][:, :, None], sent.shape))
-                chunk_all.append(sent)
-            src = np.concatenate([x.ravel() for x in src_all])
-            dst = np.concatenate([x.ravel() for x in dst_all])
-            writer.add(t, src, dst, np.concatenate([x.ravel() for x in chunk_all]), writer.route_ids(src, dst))
-            # what every carrier of host g received: the batch of the same carrier of every other host
-            received = np.zeros((h_count, local, (h_count - 1) * len(batch)), dtype=np.int64)
-            for g in range(h_count):
-                others = [(g - d) % h_count for d in range(1, h_count)]
-                received[g][carrier_ids] = np.concatenate([sent[o] for o in others], axis=1)
-            writer.inside_chunks(t + 1, received, per_kind, inner.host_kind, sources=carrier_ids)
+            _send_across(writer, t, hosts, carrier_ids, sent, per_kind, inner.host_kind)
         t += 1
     writer.flush()
     return builder.build()
@@ -588,12 +606,7 @@ def weighted_carrier_allgather(
     per_kind = _inner_routes(builder, levels, inner)
     own = hosts[:, :, None] * k + np.arange(k, dtype=np.int64)[None, None, :]
     writer.inside_chunks(0, own, per_kind, inner.host_kind)
-    # the step from which local rank ℓ holds local piece p (the latest over the kinds of host)
-    ready = np.full((local, local), 0, dtype=np.int64)
-    for schedule in inner.schedules:
-        arrived = np.zeros((local, local), dtype=np.int64)
-        np.maximum.at(arrived, (schedule.dst, schedule.chunk), schedule.step_of_transfer + 1)
-        ready = np.maximum(ready, arrived)
+    ready = _held_from(inner, local)
     # items (piece p, chunk j) per rail: its own piece first, then the rest, each to the rail with
     # room where it is ready first (ties: the lower rail)
     room = np.asarray(shares, dtype=np.int64).copy()
@@ -627,16 +640,8 @@ def weighted_carrier_allgather(
             heads[ell] = head
             if not batch:
                 continue
-            sent = np.array([[hosts[h, p] * k + j for p, j in batch] for h in range(h_count)], dtype=np.int64)  # (H, b)
-            received = np.zeros((h_count, local, (h_count - 1) * len(batch)), dtype=np.int64)
-            for d in range(1, h_count):
-                other = (np.arange(h_count) + d) % h_count
-                src = np.repeat(hosts[:, ell], len(batch))
-                dst = np.repeat(hosts[other, ell], len(batch))
-                writer.add(t, src, dst, sent.ravel(), writer.route_ids(src, dst))
-            for g in range(h_count):
-                received[g, ell] = np.concatenate([sent[(g - d) % h_count] for d in range(1, h_count)])
-            writer.inside_chunks(t + 1, received, per_kind, inner.host_kind, sources=np.array([ell], dtype=np.int64))
+            sent = np.array([[[hosts[h, p] * k + j for p, j in batch]] for h in range(h_count)], dtype=np.int64)  # (H, 1, b)
+            _send_across(writer, t, hosts, np.array([ell], dtype=np.int64), sent, per_kind, inner.host_kind)
         t += 1
     writer.flush()
     return builder.build()
