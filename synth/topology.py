@@ -195,6 +195,20 @@ class Topology:
         return arr
 
     @cached_property
+    def link_src_array(self) -> np.ndarray:
+        """Source node of each link, indexed by link id."""
+        arr = np.array([link.src for link in self.links], dtype=np.int64)
+        arr.setflags(write=False)
+        return arr
+
+    @cached_property
+    def link_dst_array(self) -> np.ndarray:
+        """Destination node of each link, indexed by link id."""
+        arr = np.array([link.dst for link in self.links], dtype=np.int64)
+        arr.setflags(write=False)
+        return arr
+
+    @cached_property
     def latency_array(self) -> np.ndarray:
         """Latency of each link (µs), indexed by link id."""
         arr = np.array([link.latency for link in self.links], dtype=np.float64)

@@ -188,11 +188,11 @@ def synthesize(topology: Topology, collective: Collective, router: Router | None
         assert best is not None  # the first run has no time to beat
         k_best = best[3]
         misses = 0
-        quantum = 2
-        while quantum <= 64 and misses < 2:
-            give_up([(k_best, q) for q in QUANTUMS if q >= quantum])
+        for i, quantum in enumerate(QUANTUMS[1:], start=1):
+            if misses == 2:
+                break
+            give_up([(k_best, q) for q in QUANTUMS[i:]])
             misses = 0 if consider(k_best, replace(base, quantum=quantum)) else misses + 1
-            quantum *= 2
     else:
         give_up([(collective, 1)])
         consider(collective, base)

@@ -115,11 +115,9 @@ def _in_bandwidths(topology: Topology, sets: list[frozenset[int]]) -> np.ndarray
     member = np.zeros((len(sets), topology.num_ranks), dtype=bool)
     for i, ranks in enumerate(sets):
         member[i, list(ranks)] = True
-    src = np.array([link.src for link in topology.links])
-    dst = np.array([link.dst for link in topology.links])
-    bw = np.array([link.bandwidth for link in topology.links], dtype=np.float64)
+    src, dst = topology.link_src_array, topology.link_dst_array
     entering = member[:, dst] & ~member[:, src]
-    return entering.astype(np.float64) @ bw
+    return entering.astype(np.float64) @ topology.bandwidth_array
 
 
 def best_alltoall_cut(topology: Topology) -> AlltoallCut | None:

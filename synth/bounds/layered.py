@@ -233,10 +233,8 @@ def layered_bound(
 
     # routing: conservation at switches, arrival G at ranks, for each (layer, source rank)
     n = topology.num_nodes
-    link_src = np.array([link.src for link in topology.links], dtype=np.int64)
-    link_dst = np.array([link.dst for link in topology.links], dtype=np.int64)
-    arc_from = link_src[lay.route_link]
-    arc_to = link_dst[lay.route_link]
+    arc_from = topology.link_src_array[lay.route_link]
+    arc_to = topology.link_dst_array[lay.route_link]
     for j in range(T):
         node_rows = lp.add_rows(r * n, 0.0, 0.0).reshape(r, n)  # unused rows stay empty (0 = 0)
         # +in at the head, −out at the tail (tail u itself: no row, it is the source)

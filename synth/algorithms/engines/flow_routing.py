@@ -121,8 +121,7 @@ def _solve_flows(topology: Topology) -> tuple[float, np.ndarray] | None:
     r, n = topology.num_ranks, topology.num_nodes
     links = topology.links
     num_links = len(links)
-    src = np.array([link.src for link in links], dtype=np.int64)
-    dst = np.array([link.dst for link in links], dtype=np.int64)
+    src, dst = topology.link_src_array, topology.link_dst_array
     bw = topology.bandwidth_array
     scale = float(bw.max())
     # columns: (s, l) for every source s and link l not entering s, then tau

@@ -52,21 +52,13 @@ TABLE_CELLS = 1 << 24
 LACKING_WORK = 1 << 30
 
 
-def link_ends(topology: Topology) -> tuple[np.ndarray, np.ndarray]:
-    """Every link's source and destination node."""
-    count = len(topology.links)
-    src = np.fromiter((link.src for link in topology.links), dtype=np.int64, count=count)
-    dst = np.fromiter((link.dst for link in topology.links), dtype=np.int64, count=count)
-    return src, dst
-
-
-def cut_links(topology: Topology, inside: np.ndarray, ends: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def cut_links(topology: Topology, inside: np.ndarray) -> np.ndarray:
     """The cut of a node set grown from the ranks ``inside`` (bool per rank): ids of the links into
     it from outside. A switch joins while the bandwidth into it from outside is at most what it
     sends into the set (each pass adds every such switch; any set of switches gives a valid cut,
-    this one a narrow one). ``ends``: `link_ends` of the topology, when already at hand."""
+    this one a narrow one)."""
     r, n = topology.num_ranks, topology.num_nodes
-    src, dst = ends if ends is not None else link_ends(topology)
+    src, dst = topology.link_src_array, topology.link_dst_array
     bw = topology.bandwidth_array
     member = np.zeros(n, dtype=bool)
     member[:r] = inside
@@ -106,8 +98,7 @@ class StepBound:
         inside = np.concatenate(sets) if sets else np.zeros((0, r), dtype=bool)
         #: [sets, ranks] the rank sets S (each set and its complement)
         self.inside = np.concatenate([inside, ~inside])
-        ends = link_ends(topology)
-        self.cuts = [cut_links(topology, row, ends) for row in self.inside]
+        self.cuts = [cut_links(topology, row) for row in self.inside]
         bw = topology.bandwidth_array
         #: per set: its cut's bandwidth (GB/s), and the least α of a channel crossing it
         self.cut_bandwidth = np.array([float(bw[cut].sum()) for cut in self.cuts])
