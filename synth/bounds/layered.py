@@ -182,6 +182,61 @@ def lp_variables(spec: FlowSpec, lay: Layout, num_ranks: int, steps: int) -> int
     return steps * (1 + p + len(lay.route_src) + len(spec.commodities) * (p + num_ranks))
 
 
+def _add_split_routing(
+    lp: SparseLP,
+    topology: Topology,
+    lay: Layout,
+    G: np.ndarray,
+    phi: np.ndarray,
+    m: np.ndarray,
+    parts: np.ndarray,
+    crossing: frozenset[int],
+    route_cap: float,
+) -> None:
+    """The routing and load rows of `layered_bound` with ``parts``: in each layer, ``phi`` routes
+    the pairs inside parts and m_j bounds its loads, except in crossing layers, where a second
+    routing (new columns) carries the pairs between parts and m_j bounds only its loads; outside
+    the crossing layers the pairs between parts carry nothing."""
+    r, n = topology.num_ranks, topology.num_nodes
+    bw = topology.bandwidth_array
+    pairs = lay.pairs
+    between = parts[pairs[:, 0]] != parts[pairs[:, 1]]
+    arc_from = topology.link_src_array[lay.route_link]
+    arc_to = topology.link_dst_array[lay.route_link]
+    keep = arc_from != lay.route_src
+    used = np.unique(lay.route_link)
+
+    def route(flow: np.ndarray, j: int, which: np.ndarray, loaded: bool) -> None:
+        node_rows = lp.add_rows(r * n, 0.0, 0.0).reshape(r, n)
+        lp.add_entries(node_rows[lay.route_src, arc_to], flow, 1.0)
+        lp.add_entries(node_rows[lay.route_src[keep], arc_from[keep]], flow[keep], -1.0)
+        lp.add_entries(node_rows[pairs[which, 0], pairs[which, 1]], G[j][which], -1.0)
+        if loaded:
+            load_rows = lp.add_rows(len(used), -np.inf, 0.0)
+            row_of_link = np.full(len(topology.links), -1, dtype=np.int64)
+            row_of_link[used] = load_rows
+            lp.add_entries(row_of_link[lay.route_link], flow, 1.0)
+            lp.add_entries(load_rows, np.full(len(used), m[j]), -bw[used])
+
+    for j in range(len(G)):
+        if j in crossing:
+            route(phi[j], j, ~between, loaded=False)
+            route(lp.add_cols(len(lay.route_src), hi=route_cap), j, between, loaded=True)
+        else:
+            route(phi[j], j, ~between, loaded=True)
+            lp.fix_zero(G[j][between])
+
+
+def phases_variables(spec: FlowSpec, lay: Layout, num_ranks: int, kinds: str) -> int:
+    """An upper bound on the LP's columns for the layers ``kinds`` of `layered_bound` with merged
+    layers ("F", "E"): no pruning, and one more arc per pair and commodity in each merged layer."""
+    p = len(lay.pairs)
+    merged = sum(kind in "FE" for kind in kinds)
+    per_layer = 1 + p + len(lay.route_src) + len(spec.commodities) * (p + num_ranks)
+    crossing = sum(kind == "C" for kind in kinds)
+    return len(kinds) * per_layer + merged * len(spec.commodities) * p + crossing * len(lay.route_src)
+
+
 @dataclass(frozen=True)
 class LayeredBound:
     """β_T: a lower bound, in µs per byte of size, on Σ_j m_j of any schedule of ``steps`` steps
@@ -202,13 +257,29 @@ def layered_bound(
     options: dict | None = None,
     cut: np.ndarray | None = None,
     crossing: frozenset[int] = frozenset(),
+    merged: frozenset[int] = frozenset(),
+    parts: np.ndarray | None = None,
 ) -> LayeredBound | None:
     """Build and solve the T-layer LP (module docstring); None if the solver gives no optimum.
 
-    With ``cut`` (a mask over the links: those entering a node set S) the layers are of two
-    kinds: in the layers of ``crossing`` (0-based) m_j only bounds the cut's links (a step that
-    crosses S is charged its crossing α elsewhere, plus the load of its cut links), in the others
-    no byte may cross into S and m_j bounds every link (docs/bounds.md, "crossing steps")."""
+    With ``cut`` (a mask over the links: those entering a node set S, or the boundary links of
+    the parts of a partition) the layers are of two kinds: in the layers of ``crossing``
+    (0-based) m_j only bounds the cut's links (a step that crosses is charged its crossing α
+    elsewhere, plus the load of its cut links), in the others no byte may use a cut link and m_j
+    bounds every link (docs/bounds.md, "crossing steps").
+
+    With ``parts`` (the part of each rank) instead, a layer of ``crossing`` may hold transfers
+    between parts and m_j bounds only their load (each link's bytes of transfers between parts;
+    the transfers inside parts are free there, as the step is charged α_P elsewhere), and the other
+    layers hold no transfer between parts, m_j bounding every link. A layer of ``merged`` (not
+    crossing; needs ``parts``) stands for a *phase*: any number of consecutive steps without a
+    transfer between parts. Its G and φ are the sums over the phase's steps, so m_j bounds the
+    phase's total load per link, and a commodity may move along several pairs in it (arcs inside
+    time j as well as from j − 1 to j): docs/bounds.md, "crossing-phases"."""
+    if merged and (parts is None or merged & crossing):
+        raise ValueError("merged layers need parts and cannot be crossing layers")
+    if parts is not None and cut is not None:
+        raise ValueError("give a cut or parts, not both")
     r = topology.num_ranks
     T = steps
     pairs = lay.pairs
@@ -235,7 +306,9 @@ def layered_bound(
     n = topology.num_nodes
     arc_from = topology.link_src_array[lay.route_link]
     arc_to = topology.link_dst_array[lay.route_link]
-    for j in range(T):
+    if parts is not None:
+        _add_split_routing(lp, topology, lay, G, phi, m, np.asarray(parts), crossing, route_cap)
+    for j in range(T if parts is None else 0):
         node_rows = lp.add_rows(r * n, 0.0, 0.0).reshape(r, n)  # unused rows stay empty (0 = 0)
         # +in at the head, −out at the tail (tail u itself: no row, it is the source)
         lp.add_entries(node_rows[lay.route_src, arc_to], phi[j], 1.0)
@@ -258,14 +331,18 @@ def layered_bound(
 
     # commodities in the time-expanded rank graph; arcs of layer j go from time j−1 to time j
     f_pair: list[np.ndarray] = []  # per commodity: [T, P] column ids (−1 = pruned)
+    within: list[tuple[int, int, np.ndarray]] = []  # (commodity, merged layer, [P] arcs inside it)
     for k in spec.commodities:
         sources = [s for s, _ in k.supply]
         sinks = [d for d, _ in k.demand]
         earliest = hops[sources].min(axis=0)  # [R]: fewest steps to reach v from a supply
         to_sink = hops[:, sinks].min(axis=1)  # [R]: fewest steps from v to a demand
-        # node (v, t) is useful when earliest[v] ≤ t and to_sink[v] ≤ T − t
+        # node (v, t) is useful when earliest[v] ≤ t and to_sink[v] ≤ T − t (a merged layer may
+        # advance any number of hops, so with merged layers every node is kept)
         t = np.arange(T + 1)
         useful = (earliest[None, :] <= t[:, None]) & (to_sink[None, :] <= T - t[:, None])  # [T+1, R]
+        if merged:
+            useful[:] = True
         node_row = np.full((T + 1, r), -1, dtype=np.int64)
         node_row[useful] = lp.add_rows(int(useful.sum()), 0.0, 0.0)
         supply = np.zeros(r)
@@ -298,6 +375,12 @@ def layered_bound(
             cols = lp.add_cols(int(ok.sum()), hi=k.total)
             lp.add_entries(stay_tail[ok], cols, 1.0)
             lp.add_entries(stay_head[ok], cols, -1.0)
+            if j - 1 in merged:  # further pairs inside the phase: arcs within time j
+                inner = node_row[j]
+                cols = lp.add_cols(num_pairs, hi=k.total)
+                lp.add_entries(inner[pairs[:, 0]], cols, 1.0)
+                lp.add_entries(inner[pairs[:, 1]], cols, -1.0)
+                within.append((len(f_pair), j - 1, cols))
         f_pair.append(ids)
 
     # sharing: Σ_{k ∈ group} f[k, pair, j] ≤ G[pair, j]
@@ -310,6 +393,10 @@ def layered_bound(
         for ids in stacked:
             ok = ids >= 0
             lp.add_entries(rows[ok], ids[ok], 1.0)
+        members = set(group)
+        for i, j, cols in within:
+            if i in members:
+                lp.add_entries(rows[j], cols, 1.0)
 
     # volumes between parts
     for part, least in spec.volumes:

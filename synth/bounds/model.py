@@ -55,6 +55,11 @@ LAYERED_BUDGET = 40_000
 LAYERED_CLOSE = 0.02
 #: the crossing-steps bound is built for a cut whose crossing α is at least this many × α_min
 CROSSING_MIN_RATIO = 1.5
+#: the crossing-phases bound (broadcast, reduce, scatter, gather): LPs of at most this many
+#: columns, at most `PHASES_BUDGET` in all per model, for 1 .. `PHASES_MAX_CROSSINGS` crossing steps
+PHASES_MAX_VARIABLES = 400_000
+PHASES_BUDGET = 1_500_000
+PHASES_MAX_CROSSINGS = 8
 #: the steps-volume bound solves the time-expanded LP of the contracted machine for partitions of
 #: at most this many parts, for these counts of steps between parts, each LP of at most
 #: `STEPS_LP_MAX_VARIABLES` columns and all of one model's at most `STEPS_LP_BUDGET` (three steps
@@ -456,6 +461,17 @@ class _Analysis:
             lambda: layered.layered_bound(topo, spec, lay, steps, {"solver": "ipm"}),
         )
 
+    def phases(self, key: tuple, spec: layered.FlowSpec, kinds: str, parts: np.ndarray) -> layered.LayeredBound | None:
+        """The LP of layers ``kinds`` ("C" crossing, "F"/"E" merged phases) for `crossing-phases`."""
+        crossing = frozenset(j for j, kind in enumerate(kinds) if kind == "C")
+        merged = frozenset(j for j, kind in enumerate(kinds) if kind in "FE")
+        return self._get(
+            ("phases", key),
+            lambda: layered.layered_bound(
+                self.topology, spec, self.layout(), len(kinds), {"solver": "ipm"}, crossing=crossing, merged=merged, parts=parts
+            ),
+        )
+
     def layered(self, key: tuple, spec: layered.FlowSpec, steps: int, **kw) -> layered.LayeredBound | None:
         return self._get(
             ("layered", key, steps),
@@ -771,6 +787,106 @@ def _crossing_steps_term(
         alpha_s + (steps - 1) * alpha_min,
         f"steps that cross {what} last >= {alpha_s:g} us plus their bytes over it, the others {alpha_min:g} us "
         "plus theirs; LPs over which steps cross",
+        LazyLines(compute),
+        "min",
+    )
+
+
+def _phase_partition(c: Collective, an: _Analysis) -> tuple[np.ndarray, float, float, str] | None:
+    """For the partition (hosts, groups behind slow links, groups by α) whose transfers between
+    parts have the largest smallest α (α_P): the part of each rank, α_P, the largest "D over C"
+    through one part's region (µs per byte: bytes that transfers between parts must carry across
+    its boundary) and the partition's name."""
+    direct = an.latency().direct
+    regions = {ranks: (into, out_of) for ranks, into, out_of in an.part_regions()}
+    best: tuple[np.ndarray, float, float, str] | None = None
+    for part, name in an.partitions():
+        labels = np.asarray(part)
+        alpha_p = float(direct[labels[:, None] != labels[None, :]].min())
+        slope = 0.0
+        for q in range(int(labels.max()) + 1):
+            ranks = frozenset(int(v) for v in np.flatnonzero(labels == q))
+            if ranks not in regions:
+                slope = 0.0
+                break
+            into, out_of = regions[ranks]
+            for direction, cut in (("in", into), ("out", out_of)):
+                if cut.bandwidth > 0:
+                    slope = max(slope, float(_crossing_need(c, ranks, direction)) / (cut.bandwidth * _BYTES_PER_US))
+        if slope > 0 and math.isfinite(alpha_p) and (best is None or alpha_p > best[1]):
+            best = (labels, alpha_p, slope, name)
+    return best
+
+
+def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
+    """The time-expanded LP in phases (docs/bounds.md, `crossing-phases`), for broadcast, reduce,
+    scatter and gather, on the partition whose boundary has the largest α_S (at least
+    `CROSSING_MIN_RATIO` × α_min). A schedule with k crossing steps (steps that use a boundary
+    link) is k crossing steps with phases of steps inside the parts between them; the LP with k
+    crossing layers and one merged layer per phase bounds its bytes, for k = 1 ..
+    `PHASES_MAX_CROSSINGS`, with the closing phase empty (k·α_S + β·size) or not
+    (k·α_S + α_min + β·size); more crossing steps: (K + 1)·α_S + D/C·size."""
+    if c.kind not in (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER):
+        return None
+    found = _phase_partition(c, an)
+    if found is None:
+        return None
+    labels, alpha_s, slope, name = found
+    if alpha_s < CROSSING_MIN_RATIO * alpha_min:
+        return None
+    spec = layered.flow_spec(c)
+    pairs = int(np.isfinite(an.latency().direct).sum())
+    if 5 * len(spec.commodities) * pairs > PHASES_MAX_VARIABLES:  # 3 layers, 2 of them merged
+        return None  # not even one crossing step's LPs fit: the closed-form bounds stand
+    if layered.phases_variables(spec, an.layout(), c.num_ranks, "FCE") > PHASES_MAX_VARIABLES:
+        return None
+    key = (c.kind, c.root, "phases", name)
+
+    def compute() -> tuple[Line, ...]:
+        lay = an.layout()
+        lines: list[Line] = []
+        spent = 0
+        last = 0
+        for k in range(1, PHASES_MAX_CROSSINGS + 1):
+            patterns = ("FC" * k, "FC" * k + "E")
+            sizes = [layered.phases_variables(spec, lay, c.num_ranks, kinds) for kinds in patterns]
+            if max(sizes) > PHASES_MAX_VARIABLES or spent + sum(sizes) > PHASES_BUDGET:
+                break
+            spent += sum(sizes)
+            met = True
+            for kinds in patterns:
+                result = an.phases((*key, kinds), spec, kinds, labels)
+                if result is None:
+                    return ()  # no answer from the solver: leave the term out
+                if not math.isfinite(result.us_per_byte):
+                    continue
+                beta = max(result.us_per_byte, slope)
+                met = met and result.us_per_byte <= slope * (1 + 1e-9)
+                closing = kinds.endswith("E")
+                lines.append(
+                    Line(
+                        k * alpha_s + (alpha_min if closing else 0.0),
+                        beta,
+                        f"{k} crossing step{'s' if k > 1 else ''}"
+                        f"{', then steps inside the parts' if closing else ', nothing after the last'}: "
+                        f">= {k} x {alpha_s:g}{f' + {alpha_min:g}' if closing else ''} us + {beta * 1e6:.6g} us per MB",
+                    )
+                )
+            last = k
+            if met:
+                break  # the bytes met the cut bound: more crossing steps only add α
+        if last == 0:
+            return ()
+        more = last + 1
+        lines.append(Line(more * alpha_s, slope, f"{more} or more crossing steps: >= {more} x {alpha_s:g} us + the cut bound"))
+        return tuple(lines)
+
+    return BoundTerm(
+        "crossing-phases",
+        slope,
+        alpha_s,
+        f"steps with a transfer between the {name} last >= {alpha_s:g} us plus those transfers' bytes; "
+        "LPs over the number of crossing steps, with the steps inside the parts between them merged",
         LazyLines(compute),
         "min",
     )
@@ -1504,6 +1620,9 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
         exit_pipeline = _exit_pipeline_term(topology, c, an, facts.min_transfer_alpha)
         if exit_pipeline is not None:
             terms.append(exit_pipeline)
+        crossing_phases = _crossing_phases_term(c, an, facts.min_transfer_alpha)
+        if crossing_phases is not None:
+            terms.append(crossing_phases)
         if r <= LAYERED_MAX_RANKS:
             terms.append(_time_expanded_term(topology, c, an, steps, facts.min_transfer_alpha, bandwidth))
             crossing_steps = _crossing_steps_term(topology, c, an, steps, facts.min_transfer_alpha, crossings)
