@@ -60,30 +60,29 @@ def _classes(*columns: np.ndarray) -> np.ndarray:
 
 class _Side:
     """One side of the refinement (the rows, or the columns): its entries grouped by their own
-    index once, so every round is a gather, a hash and a segmented sum."""
+    index once, each with a fixed code for its coefficient, so every round is a gather, a hash
+    and a segmented sum."""
 
-    def __init__(self, count: int, own: np.ndarray, other: np.ndarray, value_id: np.ndarray) -> None:
+    def __init__(self, count: int, own: np.ndarray, other: np.ndarray, value_code: np.ndarray) -> None:
         order = np.argsort(own, kind="stable")
         self.count = count
         self.other = other[order]
-        self.value_id = value_id[order].astype(np.uint64)
+        self.value_code = value_code[order]
         sizes = np.bincount(own, minlength=count)
         self.nonempty = np.flatnonzero(sizes)
         starts = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(sizes, out=starts[1:])
         self.starts = starts[self.nonempty]
 
-    def refine(self, colour: np.ndarray, other_colour: np.ndarray, num_values: int, seed: int) -> np.ndarray:
-        """The new colours: equal iff equal old colour and equal multiset of (other colour, value)
-        (up to hash collisions)."""
-        key = other_colour[self.other].astype(np.uint64) * np.uint64(num_values) + self.value_id
-        code = _mix(key, seed)
+    def refine(self, colour: np.ndarray, other_colour: np.ndarray, seed: int) -> np.ndarray:
+        """The new colours (64-bit signatures): equal iff equal old colour and equal multiset of
+        (other colour, coefficient), up to hash collisions. Signatures are used as colours as they
+        are, without renumbering them, which would cost a sort per round."""
+        code = _mix(other_colour[self.other] + self.value_code, seed)
         summed = np.zeros(self.count, dtype=np.uint64)
         if len(code):
             summed[self.nonempty] = np.add.reduceat(code, self.starts)
-        signature = _mix(colour.astype(np.uint64), seed ^ 1) + summed
-        _, inverse = np.unique(signature, return_inverse=True)
-        return inverse.reshape(-1).astype(np.int64)
+        return _mix(colour, seed ^ 1) + summed
 
 
 def equitable_partition(
@@ -99,20 +98,29 @@ def equitable_partition(
     """The coarsest partition finer than the initial colours (class ids per row and per column) that
     is stable under colour refinement (module docstring): (row class, column class), ids 0..k−1."""
     _, value_id = np.unique(np.asarray(vals, dtype=np.float64) + 0.0, return_inverse=True)
-    value_id = value_id.reshape(-1)
-    num_values = int(value_id.max()) + 1 if len(value_id) else 1
-    row_side = _Side(num_rows, rows, cols, value_id)
-    col_side = _Side(num_cols, cols, rows, value_id)
-    row_colour = np.unique(row_colour, return_inverse=True)[1].reshape(-1)
-    col_colour = np.unique(col_colour, return_inverse=True)[1].reshape(-1)
-    counts = (_count(row_colour), _count(col_colour))
+    value_code = _mix(value_id.reshape(-1).astype(np.uint64), seed ^ 3)
+    row_side = _Side(num_rows, rows, cols, value_code)
+    col_side = _Side(num_cols, cols, rows, value_code)
+    row_colour = np.asarray(row_colour).astype(np.uint64)
+    col_colour = np.asarray(col_colour).astype(np.uint64)
+    counts = (_distinct(row_colour), _distinct(col_colour))
     while True:
-        row_colour = row_side.refine(row_colour, col_colour, num_values, seed)
-        col_colour = col_side.refine(col_colour, row_colour, num_values, seed ^ 2)
-        new_counts = (_count(row_colour), _count(col_colour))
+        row_colour = row_side.refine(row_colour, col_colour, seed)
+        col_colour = col_side.refine(col_colour, row_colour, seed ^ 2)
+        new_counts = (_distinct(row_colour), _distinct(col_colour))
         if new_counts == counts:  # neither side split: the partition is stable
-            return row_colour, col_colour
+            return _dense(row_colour), _dense(col_colour)
         counts = new_counts
+
+
+def _distinct(colour: np.ndarray) -> int:
+    """How many classes ``colour`` has (a sort, without the inverse that numbering needs)."""
+    return len(np.unique(colour))
+
+
+def _dense(colour: np.ndarray) -> np.ndarray:
+    """Colours renumbered 0..k−1 (in sorted order of the signature, so deterministic)."""
+    return np.unique(colour, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _count(colour: np.ndarray) -> int:
