@@ -11,6 +11,11 @@ with d = c − Aᵀy (a multiplier whose side has no finite bound is set to 0). 
 feasible x, whatever y is, so it is a lower bound on the optimum however inexact y is, and it
 equals the optimum up to the solver's tolerances.
 
+``solve(reduce=True)`` solves the LP's symmetry quotient instead (`synth.bounds.symmetry`, after
+Grohe, Kersting, Mladenov and Selman, "Dimension reduction via colour refinement", 2014): the same
+optimum in far fewer columns when many columns are interchangeable, and the reported value is still
+the Lagrangian bound above, on the full LP, of the quotient's duals lifted to it.
+
 The solver is made by `synth.solver_output.new_highs` (no banner, no output) and run under
 `synth.solver_output.native_stdout_to_stderr`, so ``--json`` output stays parseable.
 """
