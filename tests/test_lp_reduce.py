@@ -8,7 +8,9 @@ certified on the full LP.
 - a partition that is deliberately wrong (not equitable) still gives a valid, if loose, bound;
 - the time-expanded LP of `layered.layered_bound` on a 3 hosts × 4 GPUs PCIe machine and an
   NVSwitch box: β_T equal with and without the reduction;
-- an LP without symmetry: the reduction changes nothing, to the bit.
+- the same with a cut (the crossing-steps LP, some columns fixed to 0);
+- an LP without symmetry: the reduction changes nothing, to the bit; degenerate LPs (no columns,
+  no rows, empty rows).
 """
 
 from __future__ import annotations
@@ -179,3 +181,34 @@ def test_layered_bound_same_with_reduction(machine, collective, steps):
     assert reduced.us_per_byte <= reduced.optimum * (1 + 1e-12)
     assert reduced.variables == full.variables
     assert reduced.reduced_variables is not None and reduced.reduced_variables < full.variables / 4
+
+
+@pytest.mark.parametrize("crossing", [frozenset({0}), frozenset({1, 2})])
+def test_layered_bound_with_a_cut_same_with_reduction(crossing):
+    """The crossing-steps LP (links into host 0 cut; columns fixed to 0 in the other layers): the
+    fixed columns get a colour of their own and the optimum is unchanged."""
+    topo = gen.multihost(hosts=3, gpus=4, fabric="pcie", nic="host")
+    inside = {i for i, node in enumerate(topo.nodes) if node.name.startswith("h0-")}
+    cut = np.array([link.dst in inside and link.src not in inside for link in topo.links])
+    facts = latency_facts(topo)
+    lay = layered.layout(topo, facts.direct, facts.hops)
+    spec = layered.flow_spec(Collective(Kind.BROADCAST, 12, 1, 5))
+    results = [
+        layered.layered_bound(topo, spec, lay, 3, {"solver": "ipm"}, cut, crossing, reduce=reduce) for reduce in (False, True)
+    ]
+    assert results[0] is not None and results[1] is not None
+    assert results[1].us_per_byte == pytest.approx(results[0].us_per_byte, rel=REL)
+    assert results[1].reduced_variables is not None
+
+
+def test_degenerate_lps():
+    """No columns, no rows, rows without entries: the reduction falls back or solves the same."""
+    empty = SparseLP()
+    assert empty.solve(reduce=True) == empty.solve()
+    no_rows = SparseLP()
+    no_rows.add_cols(4, cost=-1.0, hi=2.0)
+    assert no_rows.solve(reduce=True).value == pytest.approx(-8.0)
+    blank_rows = SparseLP()
+    blank_rows.add_cols(3, cost=1.0, hi=1.0)
+    blank_rows.add_rows(5, 0.0, 0.0)
+    assert blank_rows.solve(reduce=True).value == pytest.approx(0.0)
