@@ -247,6 +247,8 @@ class LayeredBound:
     variables: int
     #: the solver's own optimum (µs per byte); ``us_per_byte`` is its certified lower bound
     optimum: float = float("nan")
+    #: columns of the symmetry quotient solved instead of the LP (``reduce``), else None
+    reduced_variables: int | None = None
 
 
 def layered_bound(
@@ -259,14 +261,15 @@ def layered_bound(
     crossing: frozenset[int] = frozenset(),
     merged: frozenset[int] = frozenset(),
     parts: np.ndarray | None = None,
+    *,
+    reduce: bool = False,
 ) -> LayeredBound | None:
     """Build and solve the T-layer LP (module docstring); None if the solver gives no optimum.
 
-    With ``cut`` (a mask over the links: those entering a node set S, or the boundary links of
-    the parts of a partition) the layers are of two kinds: in the layers of ``crossing``
-    (0-based) m_j only bounds the cut's links (a step that crosses is charged its crossing α
-    elsewhere, plus the load of its cut links), in the others no byte may use a cut link and m_j
-    bounds every link (docs/bounds.md, "crossing steps").
+    With ``cut`` (a mask over the links: those entering a node set S) the layers are of two
+    kinds: in the layers of ``crossing`` (0-based) m_j only bounds the cut's links (a step that
+    crosses S is charged its crossing α elsewhere, plus the load of its cut links), in the others
+    no byte may cross into S and m_j bounds every link (docs/bounds.md, "crossing steps").
 
     With ``parts`` (the part of each rank) instead, a layer of ``crossing`` may hold transfers
     between parts and m_j bounds only their load (each link's bytes of transfers between parts;
@@ -275,7 +278,10 @@ def layered_bound(
     crossing; needs ``parts``) stands for a *phase*: any number of consecutive steps without a
     transfer between parts. Its G and φ are the sums over the phase's steps, so m_j bounds the
     phase's total load per link, and a commodity may move along several pairs in it (arcs inside
-    time j as well as from j − 1 to j): docs/bounds.md, "crossing-phases"."""
+    time j as well as from j − 1 to j): docs/bounds.md, "crossing-phases".
+
+    ``reduce`` solves the LP's symmetry quotient (`SparseLP.solve`): the same optimum, and still a
+    bound certified on the full LP, in far fewer columns on machines of many identical ranks."""
     if merged and (parts is None or merged & crossing):
         raise ValueError("merged layers need parts and cannot be crossing layers")
     if parts is not None and cut is not None:
@@ -406,7 +412,13 @@ def layered_bound(
         cols = G[:, across].ravel()
         lp.add_entries(np.full(len(cols), row[0]), cols, 1.0)
 
-    result = lp.solve()
+    result = lp.solve(reduce=reduce)
     if result is None:
         return None
-    return LayeredBound(steps, result.value / _BYTES_PER_US, result.variables, result.optimum / _BYTES_PER_US)
+    return LayeredBound(
+        steps,
+        result.value / _BYTES_PER_US,
+        result.variables,
+        result.optimum / _BYTES_PER_US,
+        result.reduced_variables,
+    )

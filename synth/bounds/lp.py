@@ -11,6 +11,11 @@ with d = c − Aᵀy (a multiplier whose side has no finite bound is set to 0). 
 feasible x, whatever y is, so it is a lower bound on the optimum however inexact y is, and it
 equals the optimum up to the solver's tolerances.
 
+``solve(reduce=True)`` solves the LP's symmetry quotient instead (`synth.bounds.symmetry`, after
+Grohe, Kersting, Mladenov and Selman, "Dimension reduction via colour refinement", 2014): the same
+optimum in far fewer columns when many columns are interchangeable, and the reported value is still
+the Lagrangian bound above, on the full LP, of the quotient's duals lifted to it.
+
 The solver is made by `synth.solver_output.new_highs` (no banner, no output) and run under
 `synth.solver_output.native_stdout_to_stderr`, so ``--json`` output stays parseable.
 """
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from synth.bounds.symmetry import quotient
 from synth.solver_output import native_stdout_to_stderr, seeded_highs_with_columns
 
 
@@ -86,52 +92,97 @@ class SparseLP:
         vals = np.concatenate(self.vals) if self.vals else np.zeros(0)
         return cost, lo, hi, rlo, rhi, rows, cols, vals
 
-    def solve(self) -> LPResult | None:
+    def solve(self, *, reduce: bool = False) -> LPResult | None:
         """Solve with HiGHS; None unless it proves an optimum (or finds the LP infeasible, which
-        is reported as an infinite bound)."""
-        import highspy
+        is reported as an infinite bound).
 
-        cost, lo, hi, rlo, rhi, rows, cols, vals = self._arrays()
-        order = np.lexsort((rows, cols))
-        rows, cols, vals = rows[order], cols[order], vals[order]
-        starts = np.zeros(self.num_cols + 1, dtype=np.int64)
-        np.cumsum(np.bincount(cols, minlength=self.num_cols), out=starts[1:])
-        lp = highspy.HighsLp()
-        lp.num_col_ = self.num_cols
-        lp.num_row_ = self.num_rows
-        lp.col_cost_ = cost
-        lp.col_lower_ = lo
-        lp.col_upper_ = np.where(np.isinf(hi), highspy.kHighsInf, hi)
-        lp.row_lower_ = np.where(np.isinf(rlo), -highspy.kHighsInf, rlo)
-        lp.row_upper_ = np.where(np.isinf(rhi), highspy.kHighsInf, rhi)
-        h = seeded_highs_with_columns(lp, starts, rows, vals)
-        for option, value in self.options.items():
-            h.setOptionValue(option, value)
-        h.passModel(lp)
-        with native_stdout_to_stderr():
-            h.run()
-        status = h.getModelStatus()
-        if status == highspy.HighsModelStatus.kInfeasible:
+        With ``reduce``, solve the LP's symmetry quotient instead (`synth.bounds.symmetry`: one
+        variable per class of an equitable partition, same optimum), lift its duals to the full
+        LP and certify them there, so the value is a lower bound on the full LP's optimum whatever
+        the partition; if the quotient gives no optimum with duals, solve the full LP."""
+        arrays = self._arrays()
+        if reduce:
+            reduced = _solve_quotient(*arrays, self.options)
+            if reduced is not None:
+                return reduced
+        cost, lo, hi, rlo, rhi, rows, cols, vals = arrays
+        outcome = _run_highs(cost, lo, hi, rlo, rhi, rows, cols, vals, self.options)
+        if outcome is None:
+            return None
+        if outcome is _INFEASIBLE:
             return LPResult(math.inf, math.inf, self.num_cols)
-        if status != highspy.HighsModelStatus.kOptimal:
-            return None
-        solution = h.getSolution()
-        if not solution.dual_valid:
-            return None
-        optimum = float(h.getInfo().objective_function_value)
-        y = np.array(solution.row_dual, dtype=np.float64)
+        optimum, y = outcome
         certified = _lagrangian_bound(cost, lo, hi, rlo, rhi, rows, cols, vals, y)
         return LPResult(min(certified, optimum), optimum, self.num_cols)
+
+
+#: `_run_highs`'s answer for an LP that HiGHS finds infeasible
+_INFEASIBLE = (math.inf, np.zeros(0))
+
+
+def _run_highs(cost, lo, hi, rlo, rhi, rows, cols, vals, options: dict) -> tuple[float, np.ndarray] | None:
+    """HiGHS's optimum and row duals for the LP in coordinate form (columns sorted for its
+    column-wise matrix); `_INFEASIBLE` if it proves the LP infeasible, None if it proves nothing
+    or gives no valid duals."""
+    import highspy
+
+    num_cols, num_rows = len(cost), len(rlo)
+    order = np.lexsort((rows, cols))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    starts = np.zeros(num_cols + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cols, minlength=num_cols), out=starts[1:])
+    lp = highspy.HighsLp()
+    lp.num_col_ = num_cols
+    lp.num_row_ = num_rows
+    lp.col_cost_ = cost
+    lp.col_lower_ = lo
+    lp.col_upper_ = np.where(np.isinf(hi), highspy.kHighsInf, hi)
+    lp.row_lower_ = np.where(np.isinf(rlo), -highspy.kHighsInf, rlo)
+    lp.row_upper_ = np.where(np.isinf(rhi), highspy.kHighsInf, rhi)
+    h = seeded_highs_with_columns(lp, starts, rows, vals)
+    for option, value in options.items():
+        h.setOptionValue(option, value)
+    h.passModel(lp)
+    with native_stdout_to_stderr():
+        h.run()
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return _INFEASIBLE
+    if status != highspy.HighsModelStatus.kOptimal:
+        return None
+    solution = h.getSolution()
+    if not solution.dual_valid:
+        return None
+    return float(h.getInfo().objective_function_value), np.array(solution.row_dual, dtype=np.float64)
+
+
+def _solve_quotient(cost, lo, hi, rlo, rhi, rows, cols, vals, options: dict) -> LPResult | None:
+    """Solve the symmetry quotient and certify its lifted duals on the full LP (`SparseLP.solve`
+    with ``reduce``); None if the quotient gives no optimum with duals. An infeasible quotient is
+    None too: the full solve then decides, so an infinite bound never rests on the partition.
+    None also when no two columns are alike: the quotient would be the LP itself, reordered, and
+    solving the LP as built keeps the answer exactly that of a solve without ``reduce``."""
+    q = quotient(cost, lo, hi, rlo, rhi, rows, cols, vals)
+    if q.num_cols == len(cost):
+        return None
+    outcome = _run_highs(q.cost, q.lo, q.hi, q.rlo, q.rhi, q.rows, q.cols, q.vals, options)
+    if outcome is None or outcome is _INFEASIBLE:
+        return None
+    optimum, y = outcome
+    certified = _lagrangian_bound(cost, lo, hi, rlo, rhi, rows, cols, vals, q.lift_duals(y))
+    return LPResult(min(certified, optimum), optimum, len(cost), q.num_cols)
 
 
 @dataclass(frozen=True)
 class LPResult:
     """``value``: the certified lower bound on the optimum (inf if the LP is infeasible);
-    ``optimum``: the solver's own figure; ``variables``: columns."""
+    ``optimum``: the solver's own figure; ``variables``: columns; ``reduced_variables``: the
+    columns of the symmetry quotient that was solved instead (None when the full LP was)."""
 
     value: float
     optimum: float
     variables: int
+    reduced_variables: int | None = None
 
 
 def _lagrangian_bound(cost, lo, hi, rlo, rhi, rows, cols, vals, y) -> float:
