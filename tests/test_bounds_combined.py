@@ -477,3 +477,24 @@ def test_piecewise_bounds_pick_the_line_the_rule_names():
             term = BoundTerm("t", 0.0, 0.0, "", lines, combine)
             for size in (0.0, 0.5, 1.0, 3.0):
                 assert term._line_at(size) is rule(lines, combine, size)
+
+
+def test_crossing_phases_on_the_multihost_machine():
+    """docs/bounds.md, `crossing-phases`: random-multihost-1 (4 hosts × 8 GPUs behind one 12 GB/s
+    NIC path each), broadcast of 64 KiB: two crossing steps and a closing phase, 2 × 4.3 + 0.7 µs +
+    179.69 µs per MB = 21.076 µs, above NCCL's analytic 20.22 and below auto's schedule; with four
+    or more crossing steps the cut line 4 × 4.3 µs + 64 KiB over 12 GB/s."""
+    from synth.generators import random_machine
+    from synth.nccl_model import nccl_model_best
+
+    topo = random_machine(1, "multihost")
+    model = bound_model(topo, Kind.BROADCAST, 0)
+    term = model.term("crossing-phases")
+    size = 64 << 10
+    assert term.time_us(size) == pytest.approx(2 * 4.3 + 0.7 + 179.6875e-6 * size, rel=1e-6)
+    assert model.time_us(size) == pytest.approx(term.time_us(size))
+    lines = {line.note.split(":")[0]: line for line in term.line_list()}
+    assert lines["4 or more crossing steps"].latency_us == pytest.approx(4 * 4.3)
+    assert nccl_model_best(topo, Kind.BROADCAST, [size])[0].time_us < term.time_us(size)
+    best = synthesize(topo, Kind.BROADCAST, "host-deal", root=0, options={"size": size})
+    assert term.time_us(size) <= step_synchronous_time(best, topo, size)

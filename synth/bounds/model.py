@@ -468,7 +468,15 @@ class _Analysis:
         return self._get(
             ("phases", key),
             lambda: layered.layered_bound(
-                self.topology, spec, self.layout(), len(kinds), {"solver": "ipm"}, crossing=crossing, merged=merged, parts=parts
+                self.topology,
+                spec,
+                self.layout(),
+                len(kinds),
+                {"solver": "ipm"},
+                crossing=crossing,
+                merged=merged,
+                parts=parts,
+                reduce=True,
             ),
         )
 
