@@ -60,6 +60,7 @@ CROSSING_MIN_RATIO = 1.5
 PHASES_MAX_VARIABLES = 400_000
 PHASES_BUDGET = 1_500_000
 PHASES_MAX_CROSSINGS = 8
+PHASES_MAX_PARTITIONS = 3
 #: the steps-volume bound solves the time-expanded LP of the contracted machine for partitions of
 #: at most this many parts, for these counts of steps between parts, each LP of at most
 #: `STEPS_LP_MAX_VARIABLES` columns and all of one model's at most `STEPS_LP_BUDGET` (three steps
@@ -800,17 +801,17 @@ def _crossing_steps_term(
     )
 
 
-def _phase_partition(c: Collective, an: _Analysis) -> tuple[np.ndarray, float, float, str] | None:
-    """For the partition (hosts, groups behind slow links, groups by α) whose transfers between
-    parts have the largest smallest α (α_P): the part of each rank, α_P, the largest "D over C"
-    through one part's region (µs per byte: bytes that transfers between parts must carry across
-    its boundary) and the partition's name."""
+def _phase_partitions(c: Collective, an: _Analysis, alpha_min: float) -> list[tuple[np.ndarray, float, float, str]]:
+    """The partitions (hosts, groups behind slow links, groups by α) whose transfers between parts
+    have a smallest α (α_P) of at least `CROSSING_MIN_RATIO` × α_min, largest α_P first, at most
+    `PHASES_MAX_PARTITIONS`: the part of each rank, α_P, the largest "D over C" through a region
+    that only transfers between parts cross (µs per byte: a part's region, or a region of a
+    partition whose parts are unions of these parts) and the partition's name."""
     direct = an.latency().direct
     regions = {ranks: (into, out_of) for ranks, into, out_of in an.part_regions()}
-    best: tuple[np.ndarray, float, float, str] | None = None
-    for part, name in an.partitions():
+    volumes: list[tuple[np.ndarray, float]] = []  # (labels, its regions' largest D/C)
+    for part, _ in an.partitions():
         labels = np.asarray(part)
-        alpha_p = float(direct[labels[:, None] != labels[None, :]].min())
         slope = 0.0
         for q in range(int(labels.max()) + 1):
             ranks = frozenset(int(v) for v in np.flatnonzero(labels == q))
@@ -821,26 +822,39 @@ def _phase_partition(c: Collective, an: _Analysis) -> tuple[np.ndarray, float, f
             for direction, cut in (("in", into), ("out", out_of)):
                 if cut.bandwidth > 0:
                     slope = max(slope, float(_crossing_need(c, ranks, direction)) / (cut.bandwidth * _BYTES_PER_US))
-        if slope > 0 and math.isfinite(alpha_p) and (best is None or alpha_p > best[1]):
-            best = (labels, alpha_p, slope, name)
-    return best
+        volumes.append((labels, slope))
+    found = []
+    for (_, name), (labels, own) in zip(an.partitions(), volumes, strict=True):
+        alpha_p = float(direct[labels[:, None] != labels[None, :]].min())
+        if own <= 0 or not math.isfinite(alpha_p) or alpha_p < CROSSING_MIN_RATIO * alpha_min:
+            continue
+        # a coarser partition's boundary is crossed only by transfers between these parts
+        slope = max(v for other, v in volumes if _coarser(other, labels))
+        found.append((labels, alpha_p, slope, name))
+    found.sort(key=lambda x: -x[1])
+    return found[:PHASES_MAX_PARTITIONS]
+
+
+def _coarser(other: np.ndarray, labels: np.ndarray) -> bool:
+    """Whether every part of ``labels`` lies inside one part of ``other``."""
+    first = np.full(int(labels.max()) + 1, -1)
+    first[labels] = other  # the last rank's label of ``other`` per part; compare with every rank
+    return bool((first[labels] == other).all())
 
 
 def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
     """The time-expanded LP in phases (docs/bounds.md, `crossing-phases`), for broadcast, reduce,
-    scatter and gather, on the partition whose boundary has the largest α_S (at least
-    `CROSSING_MIN_RATIO` × α_min). A schedule with k crossing steps (steps that use a boundary
-    link) is k crossing steps with phases of steps inside the parts between them; the LP with k
-    crossing layers and one merged layer per phase bounds its bytes, for k = 1 ..
-    `PHASES_MAX_CROSSINGS`, with the closing phase empty (k·α_S + β·size) or not
-    (k·α_S + α_min + β·size); more crossing steps: (K + 1)·α_S + D/C·size."""
+    scatter and gather, for each of the partitions of `_phase_partitions`. A schedule with k
+    crossing steps (steps with a transfer between parts) is k crossing steps with phases of steps
+    inside the parts between them; the LP with k crossing layers and one merged layer per phase
+    bounds its bytes, for k = 1 .. `PHASES_MAX_CROSSINGS`, with the closing phase empty
+    (k·α_P + β·size) or not (k·α_P + α_min + β·size); more crossing steps: (K + 1)·α_P +
+    D/C·size. A partition's bound is the smallest of its lines; the term is the largest over the
+    partitions."""
     if c.kind not in (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER):
         return None
-    found = _phase_partition(c, an)
-    if found is None:
-        return None
-    labels, alpha_s, slope, name = found
-    if alpha_s < CROSSING_MIN_RATIO * alpha_min:
+    found = _phase_partitions(c, an, alpha_min)
+    if not found:
         return None
     spec = layered.flow_spec(c)
     pairs = int(np.isfinite(an.latency().direct).sum())
@@ -848,55 +862,68 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
         return None  # not even one crossing step's LPs fit: the closed-form bounds stand
     if layered.phases_variables(spec, an.layout(), c.num_ranks, "FCE") > PHASES_MAX_VARIABLES:
         return None
-    key = (c.kind, c.root, "phases", name)
 
     def compute() -> tuple[Line, ...]:
         lay = an.layout()
         lines: list[Line] = []
         spent = 0
-        last = 0
-        for k in range(1, PHASES_MAX_CROSSINGS + 1):
-            patterns = ("FC" * k, "FC" * k + "E")
-            sizes = [layered.phases_variables(spec, lay, c.num_ranks, kinds) for kinds in patterns]
-            if max(sizes) > PHASES_MAX_VARIABLES or spent + sum(sizes) > PHASES_BUDGET:
-                break
-            spent += sum(sizes)
-            met = True
-            for kinds in patterns:
-                result = an.phases((*key, kinds), spec, kinds, labels)
-                if result is None:
-                    return ()  # no answer from the solver: leave the term out
-                if not math.isfinite(result.us_per_byte):
-                    continue
-                beta = max(result.us_per_byte, slope)
-                met = met and result.us_per_byte <= slope * (1 + 1e-9)
-                closing = kinds.endswith("E")
-                lines.append(
-                    Line(
-                        k * alpha_s + (alpha_min if closing else 0.0),
-                        beta,
-                        f"{k} crossing step{'s' if k > 1 else ''}"
-                        f"{', then steps inside the parts' if closing else ', nothing after the last'}: "
-                        f">= {k} x {alpha_s:g}{f' + {alpha_min:g}' if closing else ''} us + {beta * 1e6:.6g} us per MB",
+        for group, (labels, alpha_p, slope, name) in enumerate(found):
+            key = (c.kind, c.root, "phases", name)
+            mine: list[Line] = []
+            last = 0
+            for k in range(1, PHASES_MAX_CROSSINGS + 1):
+                patterns = ("FC" * k, "FC" * k + "E")
+                sizes = [layered.phases_variables(spec, lay, c.num_ranks, kinds) for kinds in patterns]
+                if max(sizes) > PHASES_MAX_VARIABLES or spent + sum(sizes) > PHASES_BUDGET:
+                    break
+                spent += sum(sizes)
+                met = True
+                for kinds in patterns:
+                    result = an.phases((*key, kinds), spec, kinds, labels)
+                    if result is None:
+                        return tuple(lines)  # no answer from the solver: this partition is left out
+                    if not math.isfinite(result.us_per_byte):
+                        continue
+                    beta = max(result.us_per_byte, slope)
+                    met = met and result.us_per_byte <= slope * (1 + 1e-9)
+                    closing = kinds.endswith("E")
+                    mine.append(
+                        Line(
+                            k * alpha_p + (alpha_min if closing else 0.0),
+                            beta,
+                            f"{name}, {k} crossing step{'s' if k > 1 else ''}"
+                            f"{', then steps inside the parts' if closing else ', nothing after the last'}: "
+                            f">= {k} x {alpha_p:g}{f' + {alpha_min:g}' if closing else ''} us + {beta * 1e6:.6g} us per MB",
+                            group,
+                        )
                     )
+                last = k
+                if met:
+                    break  # the bytes met the cut bound: more crossing steps only add α
+            if last == 0:
+                continue
+            more = last + 1
+            mine.append(
+                Line(
+                    more * alpha_p,
+                    slope,
+                    f"{name}, {more} or more crossing steps: >= {more} x {alpha_p:g} us + the cut bound",
+                    group,
                 )
-            last = k
-            if met:
-                break  # the bytes met the cut bound: more crossing steps only add α
-        if last == 0:
-            return ()
-        more = last + 1
-        lines.append(Line(more * alpha_s, slope, f"{more} or more crossing steps: >= {more} x {alpha_s:g} us + the cut bound"))
+            )
+            lines.extend(mine)
         return tuple(lines)
 
+    # the linear form: one partition's own line (one crossing step at least, and its D/C)
+    _, alpha_p, slope, _ = max(found, key=lambda x: (x[2], x[1]))
     return BoundTerm(
         "crossing-phases",
         slope,
-        alpha_s,
-        f"steps with a transfer between the {name} last >= {alpha_s:g} us plus those transfers' bytes; "
-        "LPs over the number of crossing steps, with the steps inside the parts between them merged",
+        alpha_p,
+        "a step with a transfer between the parts of a partition lasts >= their smallest alpha plus those transfers' bytes; "
+        "LPs over the number of such steps, with the steps inside the parts between them merged",
         LazyLines(compute),
-        "min",
+        "max-min",
     )
 
 
