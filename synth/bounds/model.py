@@ -61,6 +61,8 @@ PHASES_MAX_VARIABLES = 400_000
 PHASES_BUDGET = 1_500_000
 PHASES_MAX_CROSSINGS = 8
 PHASES_MAX_PARTITIONS = 3
+#: the collectives it is built for
+PHASES_KINDS = (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER)
 #: the steps-volume bound solves the time-expanded LP of the contracted machine for partitions of
 #: at most this many parts, for these counts of steps between parts, each LP of at most
 #: `STEPS_LP_MAX_VARIABLES` columns and all of one model's at most `STEPS_LP_BUDGET` (three steps
@@ -851,7 +853,7 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
     (k·α_P + β·size) or not (k·α_P + α_min + β·size); more crossing steps: (K + 1)·α_P +
     D/C·size. A partition's bound is the smallest of its lines; the term is the largest over the
     partitions."""
-    if c.kind not in (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER):
+    if c.kind not in PHASES_KINDS:
         return None
     found = _phase_partitions(c, an, alpha_min)
     if not found:
