@@ -182,6 +182,32 @@ def lp_variables(spec: FlowSpec, lay: Layout, num_ranks: int, steps: int) -> int
     return steps * (1 + p + len(lay.route_src) + len(spec.commodities) * (p + num_ranks))
 
 
+def _add_routing(lp: SparseLP, topology: Topology, lay: Layout, flow: np.ndarray, G_j: np.ndarray, which: np.ndarray) -> None:
+    """Rows that make ``flow`` (one column per routing arc of ``lay``) a flow out of each source
+    rank, conserved at switches, arriving at rank v as the bytes ``G_j`` of the pairs (u, v) in
+    ``which``: +in at an arc's head, −out at its tail (the source u itself has no row)."""
+    r, n = topology.num_ranks, topology.num_nodes
+    arc_from = topology.link_src_array[lay.route_link]
+    arc_to = topology.link_dst_array[lay.route_link]
+    node_rows = lp.add_rows(r * n, 0.0, 0.0).reshape(r, n)  # unused rows stay empty (0 = 0)
+    lp.add_entries(node_rows[lay.route_src, arc_to], flow, 1.0)
+    keep = arc_from != lay.route_src
+    lp.add_entries(node_rows[lay.route_src[keep], arc_from[keep]], flow[keep], -1.0)
+    pairs = lay.pairs
+    lp.add_entries(node_rows[pairs[which, 0], pairs[which, 1]], G_j[which], -1.0)
+
+
+def _add_loads(lp: SparseLP, topology: Topology, lay: Layout, flow: np.ndarray, m_j: int, used: np.ndarray) -> None:
+    """Σ_u flow[u, ℓ] − bw_ℓ·m_j ≤ 0 on every link ℓ of ``used``."""
+    bw = topology.bandwidth_array
+    load_rows = lp.add_rows(len(used), -np.inf, 0.0)
+    row_of_link = np.full(len(topology.links), -1, dtype=np.int64)
+    row_of_link[used] = load_rows
+    counted = row_of_link[lay.route_link] >= 0
+    lp.add_entries(row_of_link[lay.route_link][counted], flow[counted], 1.0)
+    lp.add_entries(load_rows, np.full(len(used), m_j), -bw[used])
+
+
 def _add_split_routing(
     lp: SparseLP,
     topology: Topology,
@@ -197,33 +223,16 @@ def _add_split_routing(
     the pairs inside parts and m_j bounds its loads, except in crossing layers, where a second
     routing (new columns) carries the pairs between parts and m_j bounds only its loads; outside
     the crossing layers the pairs between parts carry nothing."""
-    r, n = topology.num_ranks, topology.num_nodes
-    bw = topology.bandwidth_array
-    pairs = lay.pairs
-    between = parts[pairs[:, 0]] != parts[pairs[:, 1]]
-    arc_from = topology.link_src_array[lay.route_link]
-    arc_to = topology.link_dst_array[lay.route_link]
-    keep = arc_from != lay.route_src
+    between = parts[lay.pairs[:, 0]] != parts[lay.pairs[:, 1]]
     used = np.unique(lay.route_link)
-
-    def route(flow: np.ndarray, j: int, which: np.ndarray, loaded: bool) -> None:
-        node_rows = lp.add_rows(r * n, 0.0, 0.0).reshape(r, n)
-        lp.add_entries(node_rows[lay.route_src, arc_to], flow, 1.0)
-        lp.add_entries(node_rows[lay.route_src[keep], arc_from[keep]], flow[keep], -1.0)
-        lp.add_entries(node_rows[pairs[which, 0], pairs[which, 1]], G[j][which], -1.0)
-        if loaded:
-            load_rows = lp.add_rows(len(used), -np.inf, 0.0)
-            row_of_link = np.full(len(topology.links), -1, dtype=np.int64)
-            row_of_link[used] = load_rows
-            lp.add_entries(row_of_link[lay.route_link], flow, 1.0)
-            lp.add_entries(load_rows, np.full(len(used), m[j]), -bw[used])
-
     for j in range(len(G)):
+        _add_routing(lp, topology, lay, phi[j], G[j], ~between)
         if j in crossing:
-            route(phi[j], j, ~between, loaded=False)
-            route(lp.add_cols(len(lay.route_src), hi=route_cap), j, between, loaded=True)
+            other = lp.add_cols(len(lay.route_src), hi=route_cap)
+            _add_routing(lp, topology, lay, other, G[j], between)
+            _add_loads(lp, topology, lay, other, m[j], used)
         else:
-            route(phi[j], j, ~between, loaded=True)
+            _add_loads(lp, topology, lay, phi[j], m[j], used)
             lp.fix_zero(G[j][between])
 
 
@@ -309,31 +318,17 @@ def layered_bound(
     phi = lp.add_cols(T * A, hi=route_cap).reshape(T, A)
 
     # routing: conservation at switches, arrival G at ranks, for each (layer, source rank)
-    n = topology.num_nodes
-    arc_from = topology.link_src_array[lay.route_link]
-    arc_to = topology.link_dst_array[lay.route_link]
     if parts is not None:
         _add_split_routing(lp, topology, lay, G, phi, m, np.asarray(parts), crossing, route_cap)
     for j in range(T if parts is None else 0):
-        node_rows = lp.add_rows(r * n, 0.0, 0.0).reshape(r, n)  # unused rows stay empty (0 = 0)
-        # +in at the head, −out at the tail (tail u itself: no row, it is the source)
-        lp.add_entries(node_rows[lay.route_src, arc_to], phi[j], 1.0)
-        keep = arc_from != lay.route_src
-        lp.add_entries(node_rows[lay.route_src[keep], arc_from[keep]], phi[j][keep], -1.0)
-        lp.add_entries(node_rows[pairs[:, 0], pairs[:, 1]], G[j], -1.0)
-        # load: Σ_u φ[u, ℓ, j] − bw_ℓ m_j ≤ 0
+        _add_routing(lp, topology, lay, phi[j], G[j], np.ones(num_pairs, dtype=bool))
         used = np.unique(lay.route_link)
         if cut is not None:
             if j in crossing:
                 used = used[cut[used]]
             else:
                 lp.fix_zero(phi[j][cut[lay.route_link]])
-        load_rows = lp.add_rows(len(used), -np.inf, 0.0)
-        row_of_link = np.full(len(topology.links), -1, dtype=np.int64)
-        row_of_link[used] = load_rows
-        counted = row_of_link[lay.route_link] >= 0
-        lp.add_entries(row_of_link[lay.route_link][counted], phi[j][counted], 1.0)
-        lp.add_entries(load_rows, np.full(len(used), m[j]), -bw[used])
+        _add_loads(lp, topology, lay, phi[j], m[j], used)
 
     # commodities in the time-expanded rank graph; arcs of layer j go from time j−1 to time j
     f_pair: list[np.ndarray] = []  # per commodity: [T, P] column ids (−1 = pruned)
