@@ -238,12 +238,12 @@ def _add_split_routing(
 
 def phases_variables(spec: FlowSpec, lay: Layout, num_ranks: int, kinds: str) -> int:
     """An upper bound on the LP's columns for the layers ``kinds`` of `layered_bound` with merged
-    layers ("F", "E"): no pruning, and one more arc per pair and commodity in each merged layer."""
-    p = len(lay.pairs)
+    layers ("F", "E"): `lp_variables` (which assumes no pruning), one more arc per pair and
+    commodity in each merged layer, and a second routing in each crossing layer ("C")."""
     merged = sum(kind in "FE" for kind in kinds)
-    per_layer = 1 + p + len(lay.route_src) + len(spec.commodities) * (p + num_ranks)
-    crossing = sum(kind == "C" for kind in kinds)
-    return len(kinds) * per_layer + merged * len(spec.commodities) * p + crossing * len(lay.route_src)
+    crossing = sum(kind == "C" for kind in kinds)  # a second routing each
+    extra = merged * len(spec.commodities) * len(lay.pairs) + crossing * len(lay.route_src)
+    return lp_variables(spec, lay, num_ranks, len(kinds)) + extra
 
 
 @dataclass(frozen=True)

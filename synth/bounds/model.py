@@ -352,6 +352,31 @@ def _binding(bounds: list[NamedBound]) -> NamedBound | None:
 
 
 # ============================================================================ per-topology facts
+@dataclass(frozen=True)
+class PartitionRegions:
+    """A partition of the ranks (`rank_partitions`) with what the partition bounds need of it."""
+
+    part: tuple[int, ...]
+    name: str
+    labels: np.ndarray
+    #: the smallest α of a switch-only transfer between ranks of different parts (inf if none)
+    alpha_p: float
+    #: each part's ranks, region for data entering and region for data leaving; None when some
+    #: part has no region
+    parts: list[tuple[frozenset[int], Cut, Cut]] | None
+
+
+def _region_volume(c: Collective, parts: list[tuple[frozenset[int], Cut, Cut]] | None) -> float:
+    """The largest "D over C" (µs per byte) through the parts' regions: the bytes of ``c`` that
+    must enter (leave) a part's region over its in- (out-) bandwidth; 0 without regions."""
+    volume = 0.0
+    for ranks, into, out_of in parts or ():
+        for direction, cut in (("in", into), ("out", out_of)):
+            if cut.bandwidth > 0:
+                volume = max(volume, float(_crossing_need(c, ranks, direction)) / (cut.bandwidth * _BYTES_PER_US))
+    return volume
+
+
 class _Analysis:
     """Size-independent facts of one topology, computed on first use and shared by every
     collective's model (cached on the topology object)."""
@@ -439,6 +464,25 @@ class _Analysis:
             return out
 
         return self._get("part-regions", compute)
+
+    def partition_regions(self) -> list[PartitionRegions]:
+        """Every partition with the smallest α of a transfer between its parts (α_P, inf if none)
+        and each part's ranks and regions (`part_regions`), or None for the parts when a part
+        has no region."""
+
+        def compute():
+            direct = self.latency().direct
+            regions = {ranks: (into, out_of) for ranks, into, out_of in self.part_regions()}
+            out = []
+            for part, name in self.partitions():
+                labels = np.asarray(part)
+                alpha_p = float(direct[labels[:, None] != labels[None, :]].min())
+                members = [frozenset(int(v) for v in np.flatnonzero(labels == q)) for q in range(int(labels.max()) + 1)]
+                parts = [(ranks, *regions[ranks]) for ranks in members] if all(m in regions for m in members) else None
+                out.append(PartitionRegions(part, name, labels, alpha_p, parts))
+            return out
+
+        return self._get("partition-regions", compute)
 
     def contracted(self) -> Contracted | None:
         return self._get("contracted", lambda: contracted_volume(self.topology, self.partitions(), self.through_alpha()))
@@ -809,30 +853,15 @@ def _phase_partitions(c: Collective, an: _Analysis, alpha_min: float) -> list[tu
     `PHASES_MAX_PARTITIONS`: the part of each rank, α_P, the largest "D over C" through a region
     that only transfers between parts cross (µs per byte: a part's region, or a region of a
     partition whose parts are unions of these parts) and the partition's name."""
-    direct = an.latency().direct
-    regions = {ranks: (into, out_of) for ranks, into, out_of in an.part_regions()}
-    volumes: list[tuple[np.ndarray, float]] = []  # (labels, its regions' largest D/C)
-    for part, _ in an.partitions():
-        labels = np.asarray(part)
-        slope = 0.0
-        for q in range(int(labels.max()) + 1):
-            ranks = frozenset(int(v) for v in np.flatnonzero(labels == q))
-            if ranks not in regions:
-                slope = 0.0
-                break
-            into, out_of = regions[ranks]
-            for direction, cut in (("in", into), ("out", out_of)):
-                if cut.bandwidth > 0:
-                    slope = max(slope, float(_crossing_need(c, ranks, direction)) / (cut.bandwidth * _BYTES_PER_US))
-        volumes.append((labels, slope))
+    partitions = an.partition_regions()
+    volumes = [(x.labels, _region_volume(c, x.parts)) for x in partitions]
     found = []
-    for (_, name), (labels, own) in zip(an.partitions(), volumes, strict=True):
-        alpha_p = float(direct[labels[:, None] != labels[None, :]].min())
-        if own <= 0 or not math.isfinite(alpha_p) or alpha_p < CROSSING_MIN_RATIO * alpha_min:
+    for x, (_, own) in zip(partitions, volumes, strict=True):
+        if own <= 0 or not math.isfinite(x.alpha_p) or x.alpha_p < CROSSING_MIN_RATIO * alpha_min:
             continue
         # a coarser partition's boundary is crossed only by transfers between these parts
-        slope = max(v for other, v in volumes if _coarser(other, labels))
-        found.append((labels, alpha_p, slope, name))
+        slope = max(v for other, v in volumes if _coarser(other, x.labels))
+        found.append((x.labels, x.alpha_p, slope, x.name))
     found.sort(key=lambda x: -x[1])
     return found[:PHASES_MAX_PARTITIONS]
 
@@ -961,37 +990,22 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
     each part contracted to one rank (synth/bounds/contracted.py), for k = 1, 2, … The lines of a
     partition cover every k (the bound is the smallest of them); the term is the largest over the
     partitions (docs/bounds.md, `steps-volume`)."""
-    facts = an.latency()
-    regions = {ranks: (into, out_of) for ranks, into, out_of in an.part_regions()}
     found: list[tuple[int, tuple[int, ...], int, float, float, float, str]] = []
     linear: tuple[float, float] | None = None
-    for group, (part, name) in enumerate(an.partitions()):
-        labels = np.asarray(part)
+    for group, x in enumerate(an.partition_regions()):
+        part, name, labels, alpha_p = x.part, x.name, x.labels, x.alpha_p
         p = int(labels.max()) + 1
-        across = labels[:, None] != labels[None, :]
-        alpha_p = float(facts.direct[across].min())
-        if not math.isfinite(alpha_p):
+        if not math.isfinite(alpha_p) or x.parts is None:
             continue
-        many = 0.0  # µs per byte: crossing bytes over a part's region, any number of crossing steps
+        many = _region_volume(c, x.parts)  # µs per byte: crossing bytes over a part's region, any number of crossing steps
         one = 0.0  # the same with one crossing step
         totals = {"in": 0.0, "out": 0.0}
-        complete = True
-        for q in range(p):
-            ranks = frozenset(int(v) for v in np.flatnonzero(labels == q))
-            if ranks not in regions:
-                complete = False
-                break
-            into, out_of = regions[ranks]
+        for ranks, into, out_of in x.parts:
             for direction, cut in (("in", into), ("out", out_of)):
                 totals[direction] += cut.bandwidth
-                if cut.bandwidth <= 0:
-                    continue
-                need = _crossing_need(c, ranks, direction)
-                many = max(many, float(need) / (cut.bandwidth * _BYTES_PER_US))
-                single = _one_crossing_need(c, ranks, direction, p)
-                one = max(one, float(single) / (cut.bandwidth * _BYTES_PER_US))
-        if not complete:
-            continue
+                if cut.bandwidth > 0:
+                    single = _one_crossing_need(c, ranks, direction, p)
+                    one = max(one, float(single) / (cut.bandwidth * _BYTES_PER_US))
         if c.kind is Kind.ALLREDUCE:  # 2(p − 1) crossing transfers per byte (`contracted`)
             for total in totals.values():
                 if total > 0:
