@@ -958,6 +958,75 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
     )
 
 
+def _rooted_within_root(an: _Analysis, kind: Kind) -> int:
+    """The root whose broadcast (``kind`` BROADCAST) or reduce bound the allreduce borrows: the rank
+    with the least bandwidth out (broadcast: its data must leave it) or in (reduce: the result must
+    reach it), the lowest index on ties (rank 0 when every rank has the same)."""
+    cuts = an.egress() if kind is Kind.BROADCAST else an.ingress()
+    return min(range(len(cuts)), key=lambda r: (cuts[r].bandwidth, r))
+
+
+def _own_reverse(topology: Topology) -> bool:
+    """Whether every link has a link back with the same bandwidth and α (then a reduce to a rank is
+    a broadcast from it run backwards, and its bound adds nothing the broadcast's does not)."""
+    forward = sorted((x.src, x.dst, x.bandwidth, x.latency) for x in topology.links)
+    return forward == sorted((x.dst, x.src, x.bandwidth, x.latency) for x in topology.links)
+
+
+def _rooted_within_term(topology: Topology, an: _Analysis, kind: Kind, lp_max_variables: int, solver: str) -> BoundTerm:
+    """An allreduce's bound borrowed from a rooted collective (docs/bounds.md, `as-broadcast` and
+    `as-reduce`). A reduce: an allreduce schedule is a reduce schedule to every rank (its result is
+    everywhere). A broadcast: each rank's contribution reaches every rank, so the transfers that
+    carry rank x's contribution, one per (step, destination, chunk), are a broadcast from x in the
+    same steps with no more bytes on any link, no slower in the step-synchronous model. So the
+    allreduce takes at least the rooted bound, for every root; the term takes the root of
+    `_rooted_within_root`. Its lines are every line and linear form of that model's terms, each
+    term's rule kept by the "max-min-max" combination, so it equals the rooted bound at every size
+    (the rooted model is built on first use)."""
+    root = _rooted_within_root(an, kind)
+    head = f"{'broadcast from' if kind is Kind.BROADCAST else 'reduce to'} {topology.node_name(root)}"
+
+    def compute() -> tuple[Line, ...]:
+        lines: list[Line] = []
+        ids = itertools.count(1)  # fresh family and group numbers (the table keys groups by family)
+        inner = bound_model(topology, kind, root, model="step", lp_max_variables=lp_max_variables, solver=solver)
+        for term in inner.terms:
+            # the linear form: a family of its own
+            lines.append(
+                Line(term.latency_us, term.us_per_byte, f"{head}, its {term.name}: {term.explanation}", next(ids), next(ids))
+            )
+            one_family = next(ids)  # "min": the smallest of the lines, one group each
+            families: dict[Any, int] = {}
+            for line in term.line_list():
+                if term.combine == "min":
+                    family = one_family
+                elif term.combine == "max":  # the largest: a family per line
+                    family = next(ids)
+                elif term.combine == "max-min":  # the largest group's smallest: a family per group
+                    family = families.setdefault(line.group, next(ids))
+                else:  # max-min-max: its families and groups as they are
+                    family = families.setdefault(line.family, next(ids))
+                group = (
+                    families.setdefault(("group", line.family, line.group), next(ids))
+                    if term.combine == "max-min-max"
+                    else next(ids)
+                )
+                lines.append(Line(line.latency_us, line.us_per_byte, f"{head}, its {term.name}: {line.note}", group, family))
+        return tuple(lines)
+
+    if kind is Kind.BROADCAST:
+        why = (
+            "every rank's contribution reaches every rank: the transfers that carry one rank's contribution are a broadcast "
+            "from it in the same steps, so the allreduce takes at least that broadcast's bound"
+        )
+    else:
+        why = (
+            "an allreduce leaves the result on every rank, so it is a reduce to any of them "
+            "and takes at least that reduce's bound"
+        )
+    return BoundTerm(f"as-{kind.value}", 0.0, 0.0, f"{why} ({head})", LazyLines(compute), "max-min-max")
+
+
 def _one_crossing_need(c: Collective, inside: frozenset[int], direction: str, parts: int) -> Fraction:
     """The fraction of size that must enter (``"in"``) or leave (``"out"``) any node set holding
     exactly the ranks ``inside`` (a part of a partition into ``parts`` parts) when a schedule moves
@@ -1684,6 +1753,11 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
                 f"time-expanded and crossing-steps LPs skipped: {r} ranks > {LAYERED_MAX_RANKS} "
                 "(their cost grows with ranks^2 x steps); the closed-form bounds stand"
             )
+        # last, so that where they tie the allreduce's own bound is named
+        if kind is Kind.ALLREDUCE:
+            terms.append(_rooted_within_term(topology, an, Kind.BROADCAST, lp_max_variables, solver))
+            if not _own_reverse(topology):
+                terms.append(_rooted_within_term(topology, an, Kind.REDUCE, lp_max_variables, solver))
 
     terms.append(
         BoundTerm(
