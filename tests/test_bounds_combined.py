@@ -517,3 +517,20 @@ def test_crossing_phases_on_the_three_tier_fat_tree():
     assert nccl_model_best(topo, Kind.BROADCAST, [size])[0].time_us < term.time_us(size)
     tuned = synthesize(topo, Kind.BROADCAST, "pipelined-tree", root=0, options={"size": size})
     assert term.time_us(size) <= step_synchronous_time(tuned, topo, size)
+
+
+def test_crossing_phases_proves_the_multihost_allgather_optimal():
+    """docs/bounds.md, `crossing-phases` for allgather: on random-multihost-1 at 64 KiB every
+    allgather either crosses between hosts in one step, carrying 31 × 2 KiB out of each host over
+    its 12 GB/s NIC path, or pays a second crossing α; the bound (12.68 µs, 8.40 before the tenth
+    round) equals the hierarchical schedule's time, which is therefore optimal in the step model."""
+    from synth.generators import random_machine
+
+    topo = random_machine(1, "multihost")
+    size = 64 << 10
+    model = bound_model(topo, Kind.ALLGATHER)
+    report = model.at(size)
+    assert report.binding == "crossing-phases"
+    assert report.time_us == pytest.approx(12.68, abs=5e-3)
+    best = synthesize(topo, Kind.ALLGATHER, "hierarchical", options={"size": size})
+    assert step_synchronous_time(best, topo, size) == pytest.approx(report.time_us, rel=1e-9)

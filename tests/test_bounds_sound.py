@@ -467,7 +467,7 @@ def _rooted_term_holds(topo: Topology, kind: Kind, name: str, rng: random.Random
     methods tuned at each size) and three random valid ones; none is faster than the term ``name``
     at any of `ROOTED_SIZES`."""
     r = topo.num_ranks
-    for root in (0, r - 1):
+    for root in (0, r - 1) if kind in ROOTED else (None,):
         term = bound_model(topo, kind, root).term(name)
         schedules = [(method, None, schedule) for method, _, schedule in method_schedules(topo, kind, root, (None, 2, 8))]
         for method in (m for m in SCHEDULE_METHODS if METHODS[m].serves(kind)):
@@ -480,7 +480,7 @@ def _rooted_term_holds(topo: Topology, kind: Kind, name: str, rng: random.Random
                     schedules.append((method, size, tuned))
         for _ in range(3):
             collective = Collective(kind, r, rng.randint(1, 2), root)
-            if kind is Kind.REDUCE:
+            if kind in (Kind.REDUCE, Kind.REDUCE_SCATTER):
                 schedules.append(("random", None, random_schedule_of(topo, collective, rng)))
             else:
                 schedules.append(("random", None, random_copy_schedule(topo, collective, rng)))
@@ -495,9 +495,9 @@ def _rooted_term_holds(topo: Topology, kind: Kind, name: str, rng: random.Random
 def crossing_phases_machines() -> list[Topology]:
     """Machines whose transfers between hosts (or sockets, pods) cost several × those inside:
     two small multi-host machines (a NIC per host, a NIC per GPU), the built-in two-socket PCIe
-    server and the midsize benchmark's random 3-tier fat-tree. The default run checks all four
-    kinds on the first and scatter and gather on the second (`make test-all` the rest: 7-17 s
-    each on 2 cores)."""
+    server and the midsize benchmark's random 3-tier fat-tree. The default run checks every kind on
+    the first, scatter and gather on the second and allgather and reduce-scatter on all four
+    (about 1 s each); `make test-all` the rest (5-10 s each on 2 cores)."""
     from synth import generators as gen
     from synth.generators import random_machine
 
@@ -513,17 +513,17 @@ def crossing_phases_machines() -> list[Topology]:
     "index,kind",
     [
         pytest.param(i, kind, marks=pytest.mark.slow)
-        if i >= 2 or (i, kind) in ((1, Kind.BROADCAST), (1, Kind.REDUCE))
+        if (kind in (Kind.BROADCAST, Kind.REDUCE) and i >= 1) or (kind in (Kind.SCATTER, Kind.GATHER) and i >= 2)
         else (i, kind)
         for i in range(4)
-        for kind in (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER)
+        for kind in (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER, Kind.ALLGATHER, Kind.REDUCE_SCATTER)
     ],
 )
-def test_crossing_phases_holds_for_every_rooted_schedule(index, kind):
-    """`crossing-phases` (docs/bounds.md) against every method's broadcast, reduce, scatter and
-    gather and random valid ones (random switch paths, some through a NIC and back into the same
-    host: the reason α_P is that of transfers between parts, not of every path over a boundary
-    link)."""
+def test_crossing_phases_holds_for_every_schedule(index, kind):
+    """`crossing-phases` (docs/bounds.md) against every method's broadcast, reduce, scatter,
+    gather, allgather and reduce-scatter and random valid ones (random switch paths, some through
+    a NIC and back into the same host: the reason α_P is that of transfers between parts, not of
+    every path over a boundary link)."""
     topo = crossing_phases_machines()[index]
-    assert bound_model(topo, kind, 0).term("crossing-phases") is not None
+    assert bound_model(topo, kind, 0 if kind in ROOTED else None).term("crossing-phases") is not None
     _rooted_term_holds(topo, kind, "crossing-phases", random.Random(100 + index))

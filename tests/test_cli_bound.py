@@ -27,11 +27,13 @@ def test_table_marks_the_binding_bound_per_size():
     out = result.output
     assert out.startswith("dgx-a100x2: allgather on 16 ranks, step-synchronous cost model")
     # 3.6 us to cross into a box (GPU, NIC, rail, NIC, GPU), 0.7 us for one more step, and 512 B over
-    # 8 NICs (cut-latency: 4.303 us); the crossing-steps LP charges the bytes inside the box too
-    assert "size 1KiB: at least 4.304 us" in out and "(binding: crossing-steps)" in out
+    # 8 NICs (cut-latency: 4.303 us); the crossing-steps and crossing-phases LPs charge the bytes
+    # inside the box too (the same figure: the first of them in the table binds)
+    assert "size 1KiB: at least 4.304 us" in out and "(binding: crossing-phases)" in out
     assert re.search(r"\n    cut-latency +4\.303 ", out)
+    assert re.search(r"\n    crossing-steps +4\.304 ", out)
     assert "size 1GiB:" in out and "(binding: time-expanded)" in out
-    assert "  * crossing-steps" in out and "  * time-expanded" in out
+    assert "  * crossing-phases" in out and "  * time-expanded" in out
     assert "346.51" in out  # ForestColl's 346.67, less 2 steps x 0.7 us at 1 GiB (the ingress row)
 
 

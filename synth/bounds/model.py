@@ -62,7 +62,10 @@ PHASES_BUDGET = 1_500_000
 PHASES_MAX_CROSSINGS = 8
 PHASES_MAX_PARTITIONS = 3
 #: the collectives it is built for
-PHASES_KINDS = (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER)
+PHASES_KINDS = (Kind.BROADCAST, Kind.REDUCE, Kind.SCATTER, Kind.GATHER, Kind.ALLGATHER, Kind.REDUCE_SCATTER)
+#: ... and as many columns again for the LPs without a phase before the first crossing step (which
+#: let a phase before it pay its α_min)
+PHASES_OPENING_BUDGET = 1_500_000
 #: the steps-volume bound solves the time-expanded LP of the contracted machine for partitions of
 #: at most this many parts, for these counts of steps between parts, each LP of at most
 #: `STEPS_LP_MAX_VARIABLES` columns and all of one model's at most `STEPS_LP_BUDGET` (three steps
@@ -875,7 +878,7 @@ def _coarser(other: np.ndarray, labels: np.ndarray) -> bool:
 
 def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
     """The time-expanded LP in phases (docs/bounds.md, `crossing-phases`), for broadcast, reduce,
-    scatter and gather, for each of the partitions of `_phase_partitions`. A schedule with k
+    scatter, gather, allgather and reduce-scatter, for each of the partitions of `_phase_partitions`. A schedule with k
     crossing steps (steps with a transfer between parts) is k crossing steps with phases of steps
     inside the parts between them; the LP with k crossing layers and one merged layer per phase
     bounds its bytes, for k = 1 .. `PHASES_MAX_CROSSINGS`, with the closing phase empty
@@ -897,10 +900,26 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
     def compute() -> tuple[Line, ...]:
         lay = an.layout()
         lines: list[Line] = []
-        spent = 0
+        spent = opening_spent = 0
+
+        def line(k: int, alpha_p: float, name: str, kinds: str, beta: float, charged: bool, group: int) -> Line:
+            ends = (charged and kinds.startswith("F")) + kinds.endswith("E")  # phases charged α_min
+            before = (
+                "" if not charged else ", steps inside the parts first" if kinds.startswith("F") else ", nothing before the first"
+            )
+            after = ", then steps inside the parts" if kinds.endswith("E") else ", nothing after the last"
+            extra = f" + {ends} x {alpha_min:g}" if ends > 1 else f" + {alpha_min:g}" if ends else ""
+            return Line(
+                k * alpha_p + ends * alpha_min,
+                beta,
+                f"{name}, {k} crossing step{'s' if k > 1 else ''}{before}{after}: "
+                f">= {k} x {alpha_p:g}{extra} us + {beta * 1e6:.6g} us per MB",
+                group,
+            )
+
         for group, (labels, alpha_p, slope, name) in enumerate(found):
             key = (c.kind, c.root, "phases", name)
-            mine: list[Line] = []
+            solved: dict[str, float] = {}  # pattern -> β (µs per byte), at least D/C
             last = 0
             for k in range(1, PHASES_MAX_CROSSINGS + 1):
                 patterns = ("FC" * k, "FC" * k + "E")
@@ -913,26 +932,31 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
                     result = an.phases((*key, kinds), spec, kinds, labels)
                     if result is None:
                         return tuple(lines)  # no answer from the solver: this partition is left out
-                    if not math.isfinite(result.us_per_byte):
-                        continue
-                    beta = max(result.us_per_byte, slope)
-                    met = met and result.us_per_byte <= slope * (1 + 1e-9)
-                    closing = kinds.endswith("E")
-                    mine.append(
-                        Line(
-                            k * alpha_p + (alpha_min if closing else 0.0),
-                            beta,
-                            f"{name}, {k} crossing step{'s' if k > 1 else ''}"
-                            f"{', then steps inside the parts' if closing else ', nothing after the last'}: "
-                            f">= {k} x {alpha_p:g}{f' + {alpha_min:g}' if closing else ''} us + {beta * 1e6:.6g} us per MB",
-                            group,
-                        )
-                    )
+                    if math.isfinite(result.us_per_byte):
+                        solved[kinds] = max(result.us_per_byte, slope)
+                        met = met and result.us_per_byte <= slope * (1 + 1e-9)
                 last = k
                 if met:
                     break  # the bytes met the cut bound: more crossing steps only add α
             if last == 0:
                 continue
+            mine: list[Line] = []
+            for k in range(1, last + 1):
+                for kinds in ("FC" * k, "FC" * k + "E"):
+                    # the same steps with no phase before the first crossing step: if solved, a
+                    # schedule either has no step before it (this LP) or pays α_min for one
+                    alone = kinds[1:]
+                    size = layered.phases_variables(spec, lay, c.num_ranks, alone)
+                    charged = False
+                    if kinds in solved and size <= PHASES_MAX_VARIABLES and opening_spent + size <= PHASES_OPENING_BUDGET:
+                        opening_spent += size
+                        result = an.phases((*key, alone), spec, alone, labels)
+                        if result is not None:
+                            charged = True
+                            if math.isfinite(result.us_per_byte):
+                                mine.append(line(k, alpha_p, name, alone, max(result.us_per_byte, slope), True, group))
+                    if kinds in solved:
+                        mine.append(line(k, alpha_p, name, kinds, solved[kinds], charged, group))
             more = last + 1
             mine.append(
                 Line(
