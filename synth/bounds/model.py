@@ -878,11 +878,13 @@ def _coarser(other: np.ndarray, labels: np.ndarray) -> bool:
 
 def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
     """The time-expanded LP in phases (docs/bounds.md, `crossing-phases`), for broadcast, reduce,
-    scatter, gather, allgather and reduce-scatter, for each of the partitions of `_phase_partitions`. A schedule with k
-    crossing steps (steps with a transfer between parts) is k crossing steps with phases of steps
-    inside the parts between them; the LP with k crossing layers and one merged layer per phase
-    bounds its bytes, for k = 1 .. `PHASES_MAX_CROSSINGS`, with the closing phase empty
-    (k·α_P + β·size) or not (k·α_P + α_min + β·size); more crossing steps: (K + 1)·α_P +
+    scatter, gather, allgather and reduce-scatter, for each of the partitions of
+    `_phase_partitions`. A schedule with k crossing steps (steps with a transfer between parts) is
+    k crossing steps with phases of steps inside the parts between them; the LP with k crossing
+    layers and one merged layer per phase bounds its bytes, for k = 1 .. `PHASES_MAX_CROSSINGS`,
+    with the closing phase empty (k·α_P + β·size) or not (k·α_P + α_min + β·size); where the LP
+    without an opening phase is solved too (its own budget), a schedule either has no step before
+    the first crossing step (that LP's β) or pays α_min for one. More crossing steps: (K + 1)·α_P +
     D/C·size. A partition's bound is the smallest of its lines; the term is the largest over the
     partitions."""
     if c.kind not in PHASES_KINDS:
