@@ -1,4 +1,4 @@
-"""The allreduce's `as-broadcast` and `as-reduce` bounds (docs/bounds.md).
+"""The allreduce's `as-broadcast` bound (docs/bounds.md), and the reduce half of its proof.
 
 Their proof is a construction: the transfers that carry one rank's contribution out of an
 allreduce schedule form a broadcast from that rank, in the same steps. These tests carry the
@@ -84,7 +84,7 @@ def two_boxes() -> Topology:
 MACHINES = [two_boxes, *(lambda m=m: m for m in multilevel_machines())]
 
 
-@pytest.mark.parametrize("index", range(len(MACHINES)))
+@pytest.mark.parametrize("index", [i if i < 2 else pytest.param(i, marks=pytest.mark.slow) for i in range(len(MACHINES))])
 def test_every_method_allreduce_carries_broadcasts(index):
     topo = MACHINES[index]()
     for method, chunks, schedule in method_schedules(topo, Kind.ALLREDUCE, None, [None, 2]):
@@ -92,7 +92,7 @@ def test_every_method_allreduce_carries_broadcasts(index):
         assert_carries_broadcasts(schedule, topo, f"{topo.name} {method} chunks {chunks}")
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", [s if s < 3 else pytest.param(s, marks=pytest.mark.slow) for s in range(6)])
 def test_random_allreduces_carry_broadcasts(seed):
     topo = MACHINES[seed % len(MACHINES)]()
     rng = random.Random(seed)
@@ -126,7 +126,7 @@ def test_a_copy_from_a_non_holder_takes_the_contribution_away():
 
 def one_way_slower() -> Topology:
     """Two hosts of two GPUs whose NIC links carry 25 GB/s out of every GPU but 5 GB/s into h1-gpu1:
-    links differ by direction, so the reduce is not the broadcast run backwards."""
+    links differ by direction, so a reduce is not a broadcast run backwards."""
     doc = gen.multihost(hosts=2, gpus=2, nic="gpu", name="one-way").to_document()
     links = []
     for link in doc["links"]:
@@ -139,22 +139,19 @@ def one_way_slower() -> Topology:
 
 
 @pytest.mark.parametrize("index", range(len(MACHINES) + 1))
-def test_the_terms_are_the_rooted_bounds(index):
+def test_the_term_is_the_rooted_bound(index):
     """`as-broadcast` is the broadcast bound from the rank with the least bandwidth out, at every
-    size, and `as-reduce` the reduce bound to the rank with the least in, present only where links
-    differ by direction."""
+    size (rank 0 on these machines: on the one-way machine only h1-gpu1's way in is slow); the
+    reduce bound holds too but is not a term."""
     topo = (*MACHINES, one_way_slower)[index]()
     model = bound_model(topo, Kind.ALLREDUCE)
-    kinds = (Kind.BROADCAST, Kind.REDUCE) if index == len(MACHINES) else (Kind.BROADCAST,)
-    assert [n for n in model.names if n.startswith("as-")] == [f"as-{k.value}" for k in kinds]
-    for kind in kinds:
-        term = model.term(f"as-{kind.value}")
-        root = 3 if index == len(MACHINES) and kind is Kind.REDUCE else 0
-        assert f"{'broadcast from' if kind is Kind.BROADCAST else 'reduce to'} {topo.node_name(root)})" in term.explanation
-        inner = bound_model(topo, kind, root)
-        for size in (1, 4096, 65536, 1 << 20, 1 << 24, 1 << 30):
-            assert term.time_us(size) == pytest.approx(inner.time_us(size), rel=1e-12)
-            assert model.time_us(size) >= inner.time_us(size) * (1 - 1e-12)
+    assert [n for n in model.names if n.startswith("as-")] == ["as-broadcast"]
+    term = model.term("as-broadcast")
+    assert f"(broadcast from {topo.node_name(0)})" in term.explanation
+    inner = bound_model(topo, Kind.BROADCAST, 0)
+    for size in (1, 4096, 65536, 1 << 20, 1 << 24, 1 << 30):
+        assert term.time_us(size) == pytest.approx(inner.time_us(size), rel=1e-12)
+        assert model.time_us(size) >= inner.time_us(size) * (1 - 1e-12)
 
 
 def test_as_broadcast_binds_on_two_boxes_at_mid_sizes():
@@ -164,7 +161,7 @@ def test_as_broadcast_binds_on_two_boxes_at_mid_sizes():
     topo = two_boxes()
     model = bound_model(topo, Kind.ALLREDUCE)
     report = model.at(1 << 20)
-    assert report.binding in ("as-broadcast", "as-reduce")
+    assert report.binding == "as-broadcast"
     own = max(b.time_us for b in report.bounds if not b.name.startswith("as-"))
     assert report.time_us > own * 1.05
     assert report.time_us == pytest.approx(bound_model(topo, Kind.BROADCAST, 0).time_us(1 << 20), rel=1e-12)
@@ -184,9 +181,18 @@ def test_the_weakest_rank_is_the_root():
 
 def test_the_one_way_machine_keeps_its_allreduces_sound():
     """Every method's allreduce on the machine whose links differ by direction carries valid
-    broadcasts and stays above both borrowed terms."""
+    broadcasts, stays above the term, and is a valid reduce to the rank with the slow way in: no
+    faster than that reduce's bound (the reduce half of the proof)."""
     topo = one_way_slower()
+    reduce_bound = bound_model(topo, Kind.REDUCE, 3)
     for method, chunks, schedule in method_schedules(topo, Kind.ALLREDUCE, None, [None, 2]):
         check(schedule, topo)
         assert_carries_broadcasts(schedule, topo, f"one-way {method} chunks {chunks}")
         assert_sound(schedule, topo, f"one-way {method} chunks {chunks}")
+        as_reduce = schedule_from_steps(
+            Collective(Kind.REDUCE, 4, schedule.collective.chunks_per_piece, 3), schedule.steps, topology=topo
+        )
+        check(as_reduce, topo)
+        for size in SIZES:
+            cost = step_synchronous_time(schedule, topo, size)
+            assert reduce_bound.time_us(size) <= cost * (1 + REL), f"one-way {method} size {size}"
