@@ -1027,13 +1027,14 @@ def _rooted_within_root(an: _Analysis, kind: Kind) -> int:
 def _rooted_within_term(topology: Topology, an: _Analysis, kind: Kind, lp_max_variables: int, solver: str) -> BoundTerm:
     """An allreduce's bound borrowed from a rooted collective (docs/bounds.md, `as-broadcast`; the
     reduce half is proven there too, and `_build` takes only the broadcast). A reduce: an
-    allreduce schedule is a reduce schedule to every rank (its result is everywhere). A broadcast: each rank's contribution reaches every rank, so the transfers that
-    carry rank x's contribution, one per (step, destination, chunk), are a broadcast from x in the
-    same steps with no more bytes on any link, no slower in the step-synchronous model. So the
-    allreduce takes at least the rooted bound, for every root; the term takes the root of
-    `_rooted_within_root`. Its lines are every line and linear form of that model's terms, each
-    term's rule kept by the "max-min-max" combination, so it equals the rooted bound at every size
-    (the rooted model is built on first use)."""
+    allreduce schedule is a reduce schedule to every rank (its result is everywhere). A broadcast:
+    each rank's contribution reaches every rank, so the transfers that carry rank x's
+    contribution, one per (step, destination, chunk), are a broadcast from x in the same steps with
+    no more bytes on any link, no slower in the step-synchronous model. So the allreduce takes at
+    least the rooted bound, for every root; the term takes the root of `_rooted_within_root`. Its
+    lines are every line and linear form of that model's terms, each term's rule kept by the
+    "max-min-max" combination, so it equals the rooted bound at every size (the rooted model is
+    built on first use)."""
     root = _rooted_within_root(an, kind)
     head = f"{'broadcast from' if kind is Kind.BROADCAST else 'reduce to'} {topology.node_name(root)}"
 
