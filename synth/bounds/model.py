@@ -877,8 +877,9 @@ def _coarser(other: np.ndarray, labels: np.ndarray) -> bool:
 
 
 def _lowest(lines: list[Line]) -> list[Line]:
-    """The lines that are the smallest (up to rounding) at some size from 0 on: the lower envelope
-    of ``lines`` over [0, ∞), checked at 0, at every crossing of two lines and beyond the last."""
+    """Lines that are the smallest at some size from 0 on (`_LineTable`'s "min" pick, which breaks
+    ties by order): probed at 0, at every crossing of two lines, between them and beyond the last.
+    A line tied with a picked one is found once the picked one has been raised."""
     points = {0.0}
     for i, a in enumerate(lines):
         for b in lines[i + 1 :]:
@@ -888,14 +889,14 @@ def _lowest(lines: list[Line]) -> list[Line]:
                     points.add(x)
     ordered = sorted(points)
     probes = ordered + [(p + q) / 2 for p, q in itertools.pairwise(ordered)] + [2 * ordered[-1] + 1.0]
-    found: list[Line] = []
-    for size in probes:
-        times = [x.time_us(size) for x in lines]
-        low = min(times)
-        for x, t in zip(lines, times, strict=True):
-            if t <= low + 1e-9 * max(1.0, abs(low)) and not any(x is y for y in found):
-                found.append(x)
-    return found
+    table = _LineTable(tuple(lines), "min")
+    return [lines[i] for i in sorted({table.pick(size) for size in probes})]
+
+
+def _refined_lines(coarse: dict[str, Line], refined: dict[str, list[Line]], tail: Line) -> list[Line]:
+    """A partition's `crossing-phases` lines: each pattern's refined lines where it has them, else
+    its line, then the tail line."""
+    return [x for kinds in coarse for x in refined.get(kinds, [coarse[kinds]])] + [tail]
 
 
 def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> BoundTerm | None:
@@ -982,8 +983,8 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
             }
             refined: dict[str, list[Line]] = {}
             while True:
-                current = [x for kinds in coarse for x in refined.get(kinds, [coarse[kinds]])] + [tail]
-                todo = [kinds for kinds in coarse if kinds not in refined and coarse[kinds] in _lowest(current)]
+                lowest = _lowest(_refined_lines(coarse, refined, tail))
+                todo = [kinds for kinds in coarse if kinds not in refined and any(coarse[kinds] is x for x in lowest)]
                 if not todo:
                     break
                 for kinds in todo:
@@ -999,8 +1000,7 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
                     refined[kinds] = [line(k, alpha_p, name, kinds, solved[kinds], True, group)]
                     if math.isfinite(result.us_per_byte):
                         refined[kinds].insert(0, line(k, alpha_p, name, alone, max(result.us_per_byte, slope), True, group))
-            mine = [x for kinds in coarse for x in refined.get(kinds, [coarse[kinds]])] + [tail]
-            lines.extend(mine)
+            lines.extend(_refined_lines(coarse, refined, tail))
         return tuple(lines)
 
     # the linear form: one partition's own line (one crossing step at least, and its D/C)
@@ -1016,39 +1016,38 @@ def _crossing_phases_term(c: Collective, an: _Analysis, alpha_min: float) -> Bou
     )
 
 
-def _rooted_within_root(an: _Analysis, kind: Kind) -> int:
-    """The root whose broadcast (``kind`` BROADCAST) or reduce bound the allreduce borrows: the rank
-    with the least bandwidth out (broadcast: its data must leave it) or in (reduce: the result must
-    reach it), the lowest index on ties (rank 0 when every rank has the same)."""
-    cuts = an.egress() if kind is Kind.BROADCAST else an.ingress()
+def _as_broadcast_root(an: _Analysis) -> int:
+    """The root whose broadcast bound the allreduce borrows: the rank with the least bandwidth out
+    (its data must leave it), the lowest index on ties (rank 0 when every rank has the same)."""
+    cuts = an.egress()
     return min(range(len(cuts)), key=lambda r: (cuts[r].bandwidth, r))
 
 
-def _rooted_within_term(topology: Topology, an: _Analysis, kind: Kind, lp_max_variables: int, solver: str) -> BoundTerm:
-    """An allreduce's bound borrowed from a rooted collective (docs/bounds.md, `as-broadcast`; the
-    reduce half is proven there too, and `_build` takes only the broadcast). A reduce: an
-    allreduce schedule is a reduce schedule to every rank (its result is everywhere). A broadcast:
-    each rank's contribution reaches every rank, so the transfers that carry rank x's
-    contribution, one per (step, destination, chunk), are a broadcast from x in the same steps with
-    no more bytes on any link, no slower in the step-synchronous model. So the allreduce takes at
-    least the rooted bound, for every root; the term takes the root of `_rooted_within_root`. Its
-    lines are every line and linear form of that model's terms, each term's rule kept by the
-    "max-min-max" combination, so it equals the rooted bound at every size (the rooted model is
-    built on first use)."""
-    root = _rooted_within_root(an, kind)
-    head = f"{'broadcast from' if kind is Kind.BROADCAST else 'reduce to'} {topology.node_name(root)}"
+def _as_broadcast_term(topology: Topology, an: _Analysis, lp_max_variables: int, solver: str) -> BoundTerm:
+    """The allreduce's bound borrowed from a broadcast (docs/bounds.md, `as-broadcast`): each
+    rank's contribution reaches every rank, so the transfers that carry rank x's contribution, one
+    per (step, destination, chunk), are a broadcast from x in the same steps with no more bytes on
+    any link, no slower in the step-synchronous model; the allreduce takes at least the broadcast
+    bound from every x, here from `_as_broadcast_root`. (An allreduce is also a reduce to every
+    rank; docs/bounds.md says why that bound is not a term.) The term's lines are every line and
+    linear form of the broadcast model's terms, each term's rule kept by the "max-min-max"
+    combination, so it equals the broadcast bound at every size (that model is built on first
+    use)."""
+    root = _as_broadcast_root(an)
+    head = f"broadcast from {topology.node_name(root)}"
 
     def compute() -> tuple[Line, ...]:
         lines: list[Line] = []
         ids = itertools.count(1)  # fresh family and group numbers (the table keys groups by family)
-        inner = bound_model(topology, kind, root, model="step", lp_max_variables=lp_max_variables, solver=solver)
+        inner = bound_model(topology, Kind.BROADCAST, root, model="step", lp_max_variables=lp_max_variables, solver=solver)
         for term in inner.terms:
             # the linear form: a family of its own
             lines.append(
                 Line(term.latency_us, term.us_per_byte, f"{head}, its {term.name}: {term.explanation}", next(ids), next(ids))
             )
             one_family = next(ids)  # "min": the smallest of the lines, one group each
-            families: dict[Any, int] = {}
+            families: dict[int, int] = {}  # the term's group ("max-min") or family ("max-min-max") -> ours
+            groups: dict[tuple[int, int], int] = {}  # "max-min-max": the term's (family, group) -> ours
             for line in term.line_list():
                 if term.combine == "min":
                     family = one_family
@@ -1058,25 +1057,18 @@ def _rooted_within_term(topology: Topology, an: _Analysis, kind: Kind, lp_max_va
                     family = families.setdefault(line.group, next(ids))
                 else:  # max-min-max: its families and groups as they are
                     family = families.setdefault(line.family, next(ids))
-                group = (
-                    families.setdefault(("group", line.family, line.group), next(ids))
-                    if term.combine == "max-min-max"
-                    else next(ids)
-                )
+                if term.combine == "max-min-max":
+                    group = groups.setdefault((line.family, line.group), next(ids))
+                else:
+                    group = next(ids)
                 lines.append(Line(line.latency_us, line.us_per_byte, f"{head}, its {term.name}: {line.note}", group, family))
         return tuple(lines)
 
-    if kind is Kind.BROADCAST:
-        why = (
-            "every rank's contribution reaches every rank: the transfers that carry one rank's contribution are a broadcast "
-            "from it in the same steps, so the allreduce takes at least that broadcast's bound"
-        )
-    else:
-        why = (
-            "an allreduce leaves the result on every rank, so it is a reduce to any of them "
-            "and takes at least that reduce's bound"
-        )
-    return BoundTerm(f"as-{kind.value}", 0.0, 0.0, f"{why} ({head})", LazyLines(compute), "max-min-max")
+    why = (
+        "every rank's contribution reaches every rank: the transfers that carry one rank's contribution are a broadcast "
+        "from it in the same steps, so the allreduce takes at least that broadcast's bound"
+    )
+    return BoundTerm("as-broadcast", 0.0, 0.0, f"{why} ({head})", LazyLines(compute), "max-min-max")
 
 
 def _one_crossing_need(c: Collective, inside: frozenset[int], direction: str, parts: int) -> Fraction:
@@ -1806,10 +1798,10 @@ def _build(topology: Topology, c: Collective, model: str, lp_max_variables: int,
                 "(their cost grows with ranks^2 x steps); the closed-form bounds stand"
             )
         # last, so that where they tie the allreduce's own bound is named; the reduce bound to a
-        # rank holds as well (`_rooted_within_term`) but is not computed: it bound no allreduce of
+        # rank holds as well (`_as_broadcast_term`) but is not computed: it bound no allreduce of
         # the midsize benchmark, and on machines whose links differ by direction it doubled the cost
         if kind is Kind.ALLREDUCE:
-            terms.append(_rooted_within_term(topology, an, Kind.BROADCAST, lp_max_variables, solver))
+            terms.append(_as_broadcast_term(topology, an, lp_max_variables, solver))
 
     terms.append(
         BoundTerm(
