@@ -69,6 +69,35 @@ def test_levels_follow_the_racks():
     assert host_levels.machine_levels(flat, hierarchical.host_ranks(flat), PairRoutes(flat)).dims == (2, 4)
 
 
+def test_racks_merged_into_hosts_win_where_latency_does():
+    """On racks of hosts the allgather is also tried with the racks merged into one level of hosts
+    (`LevelSetup.flat`). At 64 KiB on three racks of two servers that crosses the network in one
+    step of the ToR-spine path instead of one across the racks and one inside a rack; at 16 MiB
+    the racks win (each piece crosses the oversubscribed uplinks once per rack). The merged
+    schedule says so in its params, and reduce-scatter and allreduce build on the same choice."""
+    topo = gen.fattree(racks=3, servers=2, gpus=4)
+    setup = hierarchical.LevelSetup(topo)
+    flat = setup.flat()
+    assert setup.levels.dims == (3, 2, 4) and flat is not None and flat.levels.dims == (6, 4)
+    assert flat.flat() is None and setup.flat() is flat
+    assert hierarchical.LevelSetup(MACHINES["nvswitch2x4"]).flat() is None
+    small = synthesize(topo, Kind.ALLGATHER, "hierarchical", options={"size": 64 << 10}, verify=False)
+    assert small.params["racks"] == "merged into hosts" and small.params["dims"] == [6, 4]
+    one = Collective(Kind.ALLGATHER, topo.num_ranks, 1)
+    racked = predicted_us(setup.build(one, 1, 64 << 10), topo, [64 << 10])[0]
+    assert predicted_us(small, topo, [64 << 10])[0] < 0.75 * racked
+    large = synthesize(topo, Kind.ALLGATHER, "hierarchical", options={"size": 16 << 20}, verify=False)
+    assert "racks" not in large.params and large.params["dims"] == [3, 2, 4]
+    assert predicted_us(large, topo, [16 << 20])[0] < predicted_us(flat.build(one, 1, 16 << 20), topo, [16 << 20])[0]
+    rs = synthesize(topo, Kind.REDUCE_SCATTER, "hierarchical", options={"size": 64 << 10}, verify=False)
+    assert rs.params["racks"] == "merged into hosts"
+    r = topo.num_ranks
+    ar = hierarchical.pipelined_allreduce(topo, Collective(Kind.ALLREDUCE, r, r), router_for(topo), 64 << 10)
+    assert ar.params["allgather"]["racks"] == "merged into hosts"
+    for schedule in (rs, ar):
+        assert verify(schedule, topo).ok and numeric_replay(schedule)
+
+
 def test_every_chunk_reaches_every_rank_once():
     """R (R − 1) k transfers, whatever the waves: no rank receives a chunk twice."""
     topo = gen.fattree(racks=2, servers=3, gpus=2)
@@ -143,6 +172,31 @@ def test_mi250_nodes_cross_through_the_carriers(kind):
         assert numeric_replay(schedule), (kind, options)
     schedule = synthesize(topo, Kind.ALLGATHER, "hierarchical")
     assert schedule.params["carriers"] == [0, 2]  # GCD 0 of each package (local ranks 0 and 2)
+
+
+def test_patient_carriers_cross_once_at_small_sizes():
+    """Carriers that wait for a whole batch of their siblings' pieces cross the network once per
+    wave; eager ones cross again in every step in which the host schedule brings a piece. On two
+    MI250 nodes (3.6 µs across, 0.7 µs inside) at 64 KiB the patient schedule wins by more than the
+    2.9 µs of a second crossing less the host step it waits, and is chosen; at 1 MiB the eager one
+    (its first crossing overlaps the host steps) wins and is chosen."""
+    topo = gen.mi250(packages=2, nodes=2)
+    setup = hierarchical.LevelSetup(topo)
+    one = Collective(Kind.ALLGATHER, topo.num_ranks, 1)
+    for size, patient_wins in ((64 << 10, True), (1 << 20, False)):
+        eager, patient = (setup.build(one, 1, size, patient=p) for p in (False, True))
+        assert patient.params["batches"] == "whole" and "batches" not in eager.params
+        for schedule in (eager, patient):
+            assert verify(schedule, topo).ok and numeric_replay(schedule)
+        times = [predicted_us(s, topo, [size])[0] for s in (eager, patient)]
+        assert (times[1] < times[0] - 2.0) if patient_wins else (times[0] < times[1])
+        chosen = synthesize(topo, Kind.ALLGATHER, "hierarchical", options={"size": size}, verify=False)
+        assert chosen.params.get("batches") == ("whole" if patient_wins else None)
+        assert predicted_us(chosen, topo, [size])[0] == pytest.approx(min(times))
+    r = topo.num_ranks
+    ar = hierarchical.pipelined_allreduce(topo, Collective(Kind.ALLREDUCE, r, r), router_for(topo), 64 << 10)
+    assert ar.params["allgather"]["batches"] == "whole"
+    assert verify(ar, topo).ok and numeric_replay(ar)
 
 
 def test_carriers_own_the_pieces_evenly():

@@ -73,13 +73,16 @@ def test_every_wave_and_chunk_count_verifies_and_replays(machine):
         if setup.rail_chunks(k) is None:
             continue
         for waves in (1, 2, 8):
-            schedule = setup.build_weighted(Collective(Kind.ALLGATHER, r, k), waves, MIB)
-            assert verify(schedule, topo).ok, (k, waves)
-            # every chunk crosses to each other host once: R - 1 receptions per chunk
-            assert schedule.num_transfers == r * (r - 1) * k
-            assert schedule.params["rails"] == "weighted"
-    schedule = setup.build_weighted(Collective(Kind.ALLGATHER, r, 4), 2, MIB)
-    assert numeric_replay(schedule)
+            for patient in (False, True):
+                schedule = setup.build_weighted(Collective(Kind.ALLGATHER, r, k), waves, MIB, patient=patient)
+                assert verify(schedule, topo).ok, (k, waves, patient)
+                # every chunk crosses to each other host once: R - 1 receptions per chunk
+                assert schedule.num_transfers == r * (r - 1) * k
+                assert schedule.params["rails"] == "weighted"
+                assert schedule.params.get("batches") == ("whole" if patient else None)
+    for patient in (False, True):
+        schedule = setup.build_weighted(Collective(Kind.ALLGATHER, r, 4), 2, MIB, patient=patient)
+        assert numeric_replay(schedule)
 
 
 def test_the_slow_rail_carries_its_share_only():

@@ -658,7 +658,7 @@ class LevelSetup:
     """What every pipelined allgather candidate on one machine shares: the levels, the switch
     routes, the kinds of host (equal `host_levels.host_signature`) and the inner schedules made so far."""
 
-    def __init__(self, topology: Topology):
+    def __init__(self, topology: Topology, *, racks: bool = True):
         hosts = host_ranks(topology)
         if len(hosts[0]) == 1:
             raise NotApplicable(f"hierarchical allgather needs several ranks per host; {topology.name} has one")
@@ -669,7 +669,10 @@ class LevelSetup:
             all(self.routes.route_id(hosts[a][i], hosts[b][i]) >= 0 for a, b in ((0, 1), (1, 0), (0, len(hosts) - 1)))
             for i in range(len(hosts[0]))
         ]
-        self.levels = host_levels.machine_levels(topology, hosts, self.routes, racks=all(reach))
+        self.levels = host_levels.machine_levels(topology, hosts, self.routes, racks=racks and all(reach))
+        #: False when the rack level was merged into the host level (`flat`)
+        self.racks = racks
+        self._flat: LevelSetup | None = None
         kinds: dict[tuple, int] = {}
         self.parts: list[Topology] = []
         self.made_on: list[tuple[str, ...]] = []
@@ -703,6 +706,18 @@ class LevelSetup:
         self._probes: dict[tuple[int, int], Schedule] = {}
         self._probe_times: dict[tuple[int, int, int], tuple[float, float]] = {}
 
+    def flat(self) -> LevelSetup | None:
+        """The same machine with its racks merged into one level of hosts (every host sends to
+        every other directly), or None where there are no racks. Where latency dominates it wins:
+        a 64 KiB allgather on four racks of four 8-GPU servers crosses the network in one step of
+        the ToR-spine path (5.37 µs) instead of one across the racks and one inside a rack
+        (8.02 µs); with bandwidth the racks win (each piece crosses the uplinks once per rack)."""
+        if self.levels.num_levels < 3:
+            return None
+        if self._flat is None:
+            self._flat = LevelSetup(self.topology, racks=False)
+        return self._flat
+
     def inner_schedule(self, kind: int, name: str) -> Schedule | None:
         key = (kind, name)
         if key not in self._inner:
@@ -731,8 +746,10 @@ class LevelSetup:
         inner = host_levels.InnerSchedules(tuple(chosen), self.host_kind, self.switch_names, tuple(self.made_on))
         return inner, names
 
-    def build(self, collective: Collective, waves: int, size: int) -> Schedule:
-        """The pipelined allgather with ``waves`` waves, its host schedules chosen for ``size``."""
+    def build(self, collective: Collective, waves: int, size: int, *, patient: bool = False) -> Schedule:
+        """The pipelined allgather with ``waves`` waves, its host schedules chosen for ``size``;
+        ``patient``: where carriers cross for the other ranks, in whole batches
+        (`host_levels.carrier_allgather`)."""
         levels = self.levels
         k = collective.chunks_per_piece
         caps = host_levels.caps_for(levels.dims, k, waves)
@@ -744,10 +761,12 @@ class LevelSetup:
             "inside": names[0] if len(set(names)) == 1 else names,
             "chosen_at_size": size,
         }
+        if not self.racks:
+            params["racks"] = "merged into hosts"
         if self.carriers is not None:
             params["phases"] = ["allgather in hosts", "carriers across hosts", "from the carriers in hosts (pipelined)"]
             return host_levels.carrier_allgather(
-                self.topology, collective, levels, inner, self.routes, self.carriers, waves, NAME, params
+                self.topology, collective, levels, inner, self.routes, self.carriers, waves, NAME, params, patient=patient
             )
         return host_levels.allgather(self.topology, collective, levels, inner, self.routes, waves, NAME, params)
 
@@ -769,9 +788,10 @@ class LevelSetup:
         total = len(self.levels.hosts[0]) * k
         return largest_remainder(rates / rates.sum() * total, total)
 
-    def build_weighted(self, collective: Collective, waves: int, size: int) -> Schedule:
+    def build_weighted(self, collective: Collective, waves: int, size: int, *, patient: bool = False) -> Schedule:
         """The allgather with every rail carrying its share (`rail_chunks`) across, in ``waves``
-        waves, the host schedules chosen for one piece of ``size`` (`host_levels.weighted_carrier_allgather`)."""
+        waves (``patient``: whole batches), the host schedules chosen for one piece of ``size``
+        (`host_levels.weighted_carrier_allgather`)."""
         shares = self.rail_chunks(collective.chunks_per_piece)
         if shares is None:
             raise NotApplicable(f"hierarchical: the rails of {self.topology.name} cross the network at equal rates")
@@ -782,8 +802,10 @@ class LevelSetup:
             "inside": names[0] if len(set(names)) == 1 else names,
             "chosen_at_size": size,
         }
+        if not self.racks:
+            params["racks"] = "merged into hosts"
         return host_levels.weighted_carrier_allgather(
-            self.topology, collective, self.levels, inner, self.routes, shares, waves, NAME, params
+            self.topology, collective, self.levels, inner, self.routes, shares, waves, NAME, params, patient=patient
         )
 
     def estimate(self, collective: Collective, waves: int, size: int) -> float:
@@ -846,11 +868,13 @@ def tuned_allgather(
     topology: Topology, collective: Collective, size: int, requested: int | None, setup: LevelSetup | None = None
 ) -> Schedule:
     """The fastest pipelined allgather at ``size`` over `AG_WAVES` and (unless the caller fixed the
-    chunks) `AG_CHUNKS`. Candidates are built and timed while they have at most
-    `FULL_TIMING_TRANSFERS` transfers (the waves swept in increasing order, given up after two
-    slower ones in a row); on larger machines the chunks and waves with the best
+    chunks) `AG_CHUNKS`, on the machine's levels and, where it has racks, also with the racks
+    merged into the hosts (`LevelSetup.flat`). Candidates are built and timed while they have at
+    most `FULL_TIMING_TRANSFERS` transfers (the waves swept in increasing order, given up after
+    two slower ones in a row); on larger machines the levels, chunks and waves with the best
     `LevelSetup.estimate` are built, the chunks limited by `ESTIMATED_TRANSFERS`."""
     setup = setup or LevelSetup(topology)
+    setups = [s for s in (setup, setup.flat()) if s is not None]
     r = collective.num_ranks
     kind = collective.kind
     if requested is not None:
@@ -860,17 +884,31 @@ def tuned_allgather(
     if r * (r - 1) * counts[0] > FULL_TIMING_TRANSFERS and setup.carriers is None:
         if requested is None:
             counts = [k for k in AG_CHUNKS if r * (r - 1) * k <= ESTIMATED_TRANSFERS] or [1]
-        estimates = [(setup.estimate(Collective(kind, r, k), w, size), k, w) for k in counts for w in AG_WAVES]
-        _, k, waves = min(estimates)
-        return setup.build(Collective(kind, r, k), waves, size)
+        estimates = [
+            (s.estimate(Collective(kind, r, k), w, size), i, k, w) for i, s in enumerate(setups) for k in counts for w in AG_WAVES
+        ]
+        _, i, k, waves = min(estimates)
+        return setups[i].build(Collective(kind, r, k), waves, size)
     timed = []
-    for k in counts:
-        one = Collective(kind, r, k)
-        timed += timed_sweep(AG_WAVES, lambda w, one=one: setup.build(one, w, size), topology, size, patience=2)
-    for k in counts:
-        if setup.rail_chunks(k) is not None:
-            one = Collective(kind, r, k)
-            timed += timed_sweep(AG_WAVES, lambda w, one=one: setup.build_weighted(one, w, size), topology, size, patience=2)
+    for s in setups:
+        # batches that wait for whole waves only differ where carriers cross for other ranks
+        for patient in (False, True) if s.carriers is not None else (False,):
+            for k in counts:
+                one = Collective(kind, r, k)
+                timed += timed_sweep(
+                    AG_WAVES, lambda w, one=one, s=s, p=patient: s.build(one, w, size, patient=p), topology, size, patience=2
+                )
+        for patient in (False, True):
+            for k in counts:
+                if s.rail_chunks(k) is not None:
+                    one = Collective(kind, r, k)
+                    timed += timed_sweep(
+                        AG_WAVES,
+                        lambda w, one=one, s=s, p=patient: s.build_weighted(one, w, size, patient=p),
+                        topology,
+                        size,
+                        patience=2,
+                    )
     return fastest(timed + _spread_fastest(timed, topology, size))
 
 
@@ -921,10 +959,15 @@ def pipelined_allreduce(
 
     weighted = ag.params.get("rails") == "weighted"
     spread = ag.params.get("routes") == "spread"
+    racks = "racks" not in ag.params
+    patient = ag.params.get("batches") == "whole"
 
     def forward(t: Topology, c: Collective, r: Router) -> Schedule:
-        setup = LevelSetup(t)
-        built = setup.build_weighted(c, waves, size) if weighted else setup.build(c, waves, size)
+        setup = LevelSetup(t, racks=racks)
+        if weighted:
+            built = setup.build_weighted(c, waves, size, patient=patient)
+        else:
+            built = setup.build(c, waves, size, patient=patient)
         return spread_routes(built, t, router_for(t)) if spread else built
 
     rs = by_duality(forward, topology, Collective(Kind.REDUCE_SCATTER, collective.num_ranks, per_piece), NAME)
