@@ -89,6 +89,13 @@ def test_racks_merged_into_hosts_win_where_latency_does():
     large = synthesize(topo, Kind.ALLGATHER, "hierarchical", options={"size": 16 << 20}, verify=False)
     assert "racks" not in large.params and large.params["dims"] == [3, 2, 4]
     assert predicted_us(large, topo, [16 << 20])[0] < predicted_us(flat.build(one, 1, 16 << 20), topo, [16 << 20])[0]
+    # where the merged racks' estimate is far behind (16 MiB: 319 against 170 µs) none is built
+    built = []
+    flat.build = lambda *args, **kwargs: built.append(args) or hierarchical.LevelSetup.build(flat, *args, **kwargs)
+    hierarchical.tuned_allgather(topo, one, 16 << 20, None, setup)
+    assert built == []
+    hierarchical.tuned_allgather(topo, one, 64 << 10, None, setup)
+    assert built
     rs = synthesize(topo, Kind.REDUCE_SCATTER, "hierarchical", options={"size": 64 << 10}, verify=False)
     assert rs.params["racks"] == "merged into hosts"
     r = topo.num_ranks

@@ -652,6 +652,9 @@ DEFAULT_WAVES = 8
 RAIL_SPREAD = 0.05
 #: the fastest allgather candidates also timed with their routes spread over equally good paths
 SPREAD_BEST = 4
+#: the allgather with the racks merged into the hosts (`LevelSetup.flat`) is built and timed where
+#: its best estimate is within this factor of the racks' best
+FLAT_MARGIN = 1.1
 
 
 class LevelSetup:
@@ -869,7 +872,8 @@ def tuned_allgather(
 ) -> Schedule:
     """The fastest pipelined allgather at ``size`` over `AG_WAVES` and (unless the caller fixed the
     chunks) `AG_CHUNKS`, on the machine's levels and, where it has racks, also with the racks
-    merged into the hosts (`LevelSetup.flat`). Candidates are built and timed while they have at
+    merged into the hosts (`LevelSetup.flat`, where its estimate is within `FLAT_MARGIN` of the
+    racks'). Candidates are built and timed while they have at
     most `FULL_TIMING_TRANSFERS` transfers (the waves swept in increasing order, given up after
     two slower ones in a row); on larger machines the levels, chunks and waves with the best
     `LevelSetup.estimate` are built, the chunks limited by `ESTIMATED_TRANSFERS`."""
@@ -889,6 +893,12 @@ def tuned_allgather(
         ]
         _, i, k, waves = min(estimates)
         return setups[i].build(Collective(kind, r, k), waves, size)
+    if len(setups) > 1:
+        # the merged racks are built only where their estimate comes near the racks' (the
+        # estimates rank them as the built schedules do; a 1 GiB candidate costs seconds)
+        best = [min(s.estimate(Collective(kind, r, k), w, size) for k in counts for w in AG_WAVES) for s in setups]
+        if best[1] > FLAT_MARGIN * best[0]:
+            setups = setups[:1]
     timed = []
     for s in setups:
         # batches that wait for whole waves only differ where carriers cross for other ranks
