@@ -873,10 +873,11 @@ def tuned_allgather(
     """The fastest pipelined allgather at ``size`` over `AG_WAVES` and (unless the caller fixed the
     chunks) `AG_CHUNKS`, on the machine's levels and, where it has racks, also with the racks
     merged into the hosts (`LevelSetup.flat`, where its estimate is within `FLAT_MARGIN` of the
-    racks'). Candidates are built and timed while they have at
-    most `FULL_TIMING_TRANSFERS` transfers (the waves swept in increasing order, given up after
-    two slower ones in a row); on larger machines the levels, chunks and waves with the best
-    `LevelSetup.estimate` are built, the chunks limited by `ESTIMATED_TRANSFERS`."""
+    racks'), and where carriers cross for other ranks, with eager and with patient batches.
+    Candidates are built and timed while they have at most `FULL_TIMING_TRANSFERS` transfers
+    (the waves swept in increasing order, given up after two slower ones in a row); on larger
+    machines the levels, chunks and waves with the best `LevelSetup.estimate` are built, the
+    chunks limited by `ESTIMATED_TRANSFERS`."""
     setup = setup or LevelSetup(topology)
     setups = [s for s in (setup, setup.flat()) if s is not None]
     r = collective.num_ranks
