@@ -527,3 +527,37 @@ def test_crossing_phases_holds_for_every_schedule(index, kind):
     topo = crossing_phases_machines()[index]
     assert bound_model(topo, kind, 0 if kind in ROOTED else None).term("crossing-phases") is not None
     _rooted_term_holds(topo, kind, "crossing-phases", random.Random(100 + index))
+
+
+# ============================================================================ steps-volume: one step in all
+def test_one_step_in_all_sends_every_chunk_from_its_source():
+    """`steps-volume` (c), docs/bounds.md: a schedule of one step in all sends every chunk (every
+    contribution) straight from its source rank, so it is charged that volume; any other
+    schedule with one step between the hosts pays one more step of α_min. On two Gaudi 2 boxes the
+    allgather bound at 1 MiB is then the hosts' crossing α (2 µs) + α_min (1 µs) + a box's
+    crossing bytes (512 KiB over 8 × 37.5 GB/s) where `cut-latency` charges one step; one-step
+    schedules (direct allgather and reduce-scatter, one-shot allreduce, direct broadcast) and every
+    method's two-step ones stay at or above it."""
+    from synth import generators as gen
+
+    topo = gen.gaudi(boxes=2, port_bandwidth=12.5)
+    size = 1 << 20
+    ag = bound_model(topo, Kind.ALLGATHER, None)
+    crossing = size / 2 / (8 * 37.5e3)  # µs: the other box's half over a box's scale-out ports
+    assert ag.term("cut-latency").time_us(size) == pytest.approx(2.0 + crossing)
+    assert ag.term("steps-volume").time_us(size) == pytest.approx(3.0 + crossing)
+    assert "one step between parts and more in all" in ag.term("steps-volume").explain(size)
+    for kind, method in (
+        (Kind.ALLGATHER, "direct"),
+        (Kind.REDUCE_SCATTER, "direct"),
+        (Kind.ALLREDUCE, "one-shot"),
+        (Kind.BROADCAST, "direct"),
+        (Kind.REDUCE, "direct"),
+        (Kind.ALLGATHER, "hierarchical"),
+        (Kind.ALLREDUCE, "hierarchical"),
+    ):
+        root = 0 if kind in ROOTED else None
+        schedule = synthesize(topo, kind, method, root=root, options={"size": size} if method == "hierarchical" else None)
+        if method != "hierarchical":
+            assert schedule.num_steps == 1, (kind, method)
+        assert_sound(schedule, topo, f"gaudi2x2 {kind.value} {method}")

@@ -1093,6 +1093,29 @@ def _one_crossing_need(c: Collective, inside: frozenset[int], direction: str, pa
     return Fraction(0)  # gather, scatter, alltoall: every chunk has one source and one destination
 
 
+def _direct_need(c: Collective, inside: frozenset[int], direction: str) -> Fraction:
+    """The fraction of size that must enter (``"in"``) or leave (``"out"``) any node set holding
+    exactly the ranks ``inside`` when the whole schedule is one step: every transfer then starts
+    from data a rank holds at the start (for reductions: its own contribution only), so every rank
+    gets each chunk, or each contribution to it, straight from its source rank (docs/bounds.md,
+    `steps-volume`, (c))."""
+    r, kind = c.num_ranks, c.kind
+    s = len(inside)
+    out = r - s
+    into = direction == "in"
+    if kind is Kind.BROADCAST:
+        holds_root = c.root in inside
+        return Fraction(out) if (holds_root and not into) else Fraction(s) if (into and not holds_root) else Fraction(0)
+    if kind is Kind.REDUCE:
+        holds_root = c.root in inside
+        return Fraction(out) if (holds_root and into) else Fraction(s) if (not into and not holds_root) else Fraction(0)
+    if kind is Kind.ALLREDUCE:
+        return Fraction(s * out)
+    if kind in (Kind.ALLGATHER, Kind.REDUCE_SCATTER):
+        return Fraction(s * out, r)
+    return Fraction(0)  # gather, scatter, alltoall: every chunk has one source and one destination
+
+
 def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: int, alpha_min: float) -> BoundTerm | None:
     """For each partition of the ranks (hosts, groups behind slow links, groups by α): a step that
     moves data between parts lasts at least α_P (the smallest α of a transfer between parts) plus
@@ -1112,6 +1135,7 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
             continue
         many = _region_volume(c, x.parts)  # µs per byte: crossing bytes over a part's region, any number of crossing steps
         one = 0.0  # the same with one crossing step
+        direct = 0.0  # the same with one step in all
         totals = {"in": 0.0, "out": 0.0}
         for ranks, into, out_of in x.parts:
             for direction, cut in (("in", into), ("out", out_of)):
@@ -1119,12 +1143,13 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
                 if cut.bandwidth > 0:
                     single = _one_crossing_need(c, ranks, direction, p)
                     one = max(one, float(single) / (cut.bandwidth * _BYTES_PER_US))
+                    direct = max(direct, float(_direct_need(c, ranks, direction)) / (cut.bandwidth * _BYTES_PER_US))
         if c.kind is Kind.ALLREDUCE:  # 2(p − 1) crossing transfers per byte (`contracted`)
             for total in totals.values():
                 if total > 0:
                     many = max(many, 2 * (p - 1) / (total * _BYTES_PER_US))
         one = max(one, many)
-        found.append((group, part, p, alpha_p, one, many, f"{p} parts ({name})"))
+        found.append((group, part, p, alpha_p, one, many, max(direct, one), f"{p} parts ({name})"))
         latency = alpha_p + max(steps - 1, 0) * alpha_min
         if linear is None or (many, latency) > linear:
             linear = (many, latency)
@@ -1135,25 +1160,42 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
         """k crossing steps of α_P and the other steps the H hops need, of α_min each."""
         return k * alpha_p + max(steps - k, 0) * alpha_min
 
+    def one_crossing(alpha_p: float, slope: float, direct: float, what: str, group: int, suffix: str = "") -> list[Line]:
+        """The line of one step between parts; where one step in all could be enough (H ≤ 1), two:
+        that step alone (every chunk straight from its source rank: ``direct``), or with at least
+        one more step of α_min."""
+        if steps > 1 or alpha_min <= 0 or direct <= slope:
+            return [
+                Line(
+                    floor(1, alpha_p),
+                    slope,
+                    f"{what}, one step between parts: >= {floor(1, alpha_p):g} us + {slope * 1e6:.6g} us per MB{suffix}",
+                    group,
+                )
+            ]
+        return [
+            Line(alpha_p, direct, f"{what}, one step in all: >= {alpha_p:g} us + {direct * 1e6:.6g} us per MB", group),
+            Line(
+                alpha_p + alpha_min,
+                slope,
+                f"{what}, one step between parts and more in all: >= {alpha_p:g} + {alpha_min:g} us "
+                f"+ {slope * 1e6:.6g} us per MB{suffix}",
+                group,
+            ),
+        ]
+
     def compute() -> tuple[Line, ...]:
         lines: list[Line] = []
         spent = 0
         spec = None
-        for group, part, p, alpha_p, one, many, what in found:
+        for group, part, p, alpha_p, one, many, direct, what in found:
             solved: list[tuple[int, float]] = []  # (k, β'_k) from the contracted LP
             if p <= STEPS_LP_MAX_PARTS:
                 if spec is None:
                     spec = layered.flow_spec(c)
                 solved, spent = _contracted_lps(an, (c.kind, c.root), part, spec, many, spent)
             if not solved:
-                lines.append(
-                    Line(
-                        floor(1, alpha_p),
-                        one,
-                        f"{what}, one step between parts: >= {alpha_p:g} us + {one * 1e6:.6g} us per MB",
-                        group,
-                    )
-                )
+                lines += one_crossing(alpha_p, one, direct, what, group)
                 lines.append(
                     Line(
                         floor(2, alpha_p),
@@ -1171,6 +1213,9 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
                     continue  # no schedule moves the data between parts in so few steps
                 slope = max(beta, many, one if k == 1 else 0.0)
                 counts = f"{k}" if low == k else f"{low}..{k}"
+                if k == 1:
+                    lines += one_crossing(alpha_p, slope, max(direct, slope), what, group, " (LP)")
+                    continue
                 lines.append(
                     Line(
                         floor(low, alpha_p),
