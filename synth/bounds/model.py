@@ -1149,7 +1149,7 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
                 if total > 0:
                     many = max(many, 2 * (p - 1) / (total * _BYTES_PER_US))
         one = max(one, many)
-        found.append((group, part, p, alpha_p, one, many, max(direct, one), f"{p} parts ({name})"))
+        found.append((group, part, p, alpha_p, one, many, direct, f"{p} parts ({name})"))
         latency = alpha_p + max(steps - 1, 0) * alpha_min
         if linear is None or (many, latency) > linear:
             linear = (many, latency)
@@ -1161,9 +1161,9 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
         return k * alpha_p + max(steps - k, 0) * alpha_min
 
     def one_crossing(alpha_p: float, slope: float, direct: float, what: str, group: int, suffix: str = "") -> list[Line]:
-        """The line of one step between parts; where one step in all could be enough (H ≤ 1), two:
-        that step alone (every chunk straight from its source rank: ``direct``), or with at least
-        one more step of α_min."""
+        """The line of one step between parts; where one step in all could be enough (H ≤ 1) and
+        would carry more (``direct`` above ``slope``), two: that step alone (every chunk straight
+        from its source rank), or with at least one more step of α_min."""
         if steps > 1 or alpha_min <= 0 or direct <= slope:
             return [
                 Line(
@@ -1214,7 +1214,7 @@ def _steps_volume_term(topology: Topology, c: Collective, an: _Analysis, steps: 
                 slope = max(beta, many, one if k == 1 else 0.0)
                 counts = f"{k}" if low == k else f"{low}..{k}"
                 if k == 1:
-                    lines += one_crossing(alpha_p, slope, max(direct, slope), what, group, " (LP)")
+                    lines += one_crossing(alpha_p, slope, direct, what, group, " (LP)")
                     continue
                 lines.append(
                     Line(
